@@ -1,0 +1,33 @@
+# budgetlab: every target creates the virtual environment in .venv when it is missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+LAB_STAMP := $(VENV)/.installed-lab
+
+.PHONY: test reports lab bench clean-reports
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $@
+
+$(LAB_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,lab]'
+	@touch $@
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+reports: $(STAMP)
+	$(BIN)/python -m budgetlab.reports
+
+lab: $(LAB_STAMP)
+	$(BIN)/jupyter lab notebooks/
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py
+
+clean-reports:
+	rm -rf reports/

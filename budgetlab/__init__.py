@@ -1,0 +1,35 @@
+"""budgetlab: how an LLM server's token budget and sequence cap shape latency.
+
+The package holds all the math behind the notebooks: the roofline step cost, the budget
+filled in vLLM's order with chunked prompts, KV memory and three-gate admission, and (in later
+modules) a continuous-batching simulator with vLLM V1's scheduling rules.
+"""
+
+from __future__ import annotations
+
+from budgetlab.admission import Admission, Gate, admit, budget_has_room, kv_blocks_fit, seq_slot_free
+from budgetlab.budget import (
+    StepFill,
+    budget_tradeoff,
+    chunk_schedule,
+    fill_step,
+    longest_gap_s,
+    prefill_tokens_left,
+    ttft_s,
+)
+from budgetlab.errors import (
+    BudgetlabError,
+    CatalogError,
+    ConfigError,
+    DoesNotFitError,
+    NoBudgetMeetsTargetError,
+    ParameterError,
+    RequestTooLargeError,
+    TraceFormatError,
+    UnknownNameError,
+)
+from budgetlab.memory import KVCapacity, activation_bytes, blocks_for_tokens, kv_bytes_per_token, kv_capacity
+from budgetlab.roofline import Batch, ConstantCost, CostModel, IdealCost, budget_for_step_time, knee_tokens
+from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
+
+__version__ = "0.1.0"

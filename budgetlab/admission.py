@@ -1,0 +1,111 @@
+"""The three gates a waiting request passes before it runs: a sequence slot, room in this
+step's token budget, and free KV-cache blocks.
+
+The first two are knobs you set (``max_num_seqs``, ``max_num_batched_tokens``); the third is
+what GPU memory leaves after the weights (:mod:`budgetlab.memory`). As in vLLM V1 (0.33), the
+KV gate checks the blocks for the request's whole *known* sequence (its prompt, plus tokens it
+had generated before a preemption) against the free pool, although only the blocks for this
+step's chunk are then allocated; future output tokens are not counted, which is why running
+requests can later run the pool dry and force a preemption.
+
+Each gate is a pure function returning ``True`` when it lets the request through;
+:func:`admit` applies them in vLLM's order and says which one refused.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from budgetlab.memory import blocks_for_tokens
+
+__all__ = ["Gate", "Admission", "seq_slot_free", "budget_has_room", "kv_blocks_fit", "admit"]
+
+
+class Gate(enum.Enum):
+    """The gate that refused a request."""
+
+    SEQUENCE_SLOT = "sequence slot"
+    TOKEN_BUDGET = "token budget"
+    KV_BLOCKS = "KV blocks"
+
+
+def seq_slot_free(*, num_running: int, max_num_seqs: int) -> bool:
+    """Whether a sequence slot is free: fewer than ``max_num_seqs`` requests run (partially
+    prefilled ones count)."""
+    return num_running < max_num_seqs
+
+
+def budget_has_room(*, budget_left_tokens: int) -> bool:
+    """Whether this step's token budget has at least one token left [tokens]."""
+    return budget_left_tokens > 0
+
+
+def kv_blocks_fit(*, known_tokens: int, free_blocks: int, block_size: int) -> bool:
+    """Whether the blocks for the request's whole known sequence fit in the free pool.
+
+    ``ceil(known_tokens / block_size) <= free_blocks`` (an exact fit is admitted).
+    """
+    return blocks_for_tokens(known_tokens, block_size) <= free_blocks
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Outcome of :func:`admit`.
+
+    Attributes
+    ----------
+    admitted : bool
+    refused_by : Gate or None
+        The first gate that refused, in vLLM's order; ``None`` when admitted.
+    reason : str
+        One sentence with the numbers behind the decision.
+    """
+
+    admitted: bool
+    refused_by: Gate | None
+    reason: str
+
+
+def admit(
+    *,
+    num_running: int,
+    max_num_seqs: int,
+    budget_left_tokens: int,
+    known_tokens: int,
+    free_blocks: int,
+    block_size: int = 16,
+) -> Admission:
+    """Apply the three gates in vLLM's order: budget, sequence slot, then KV blocks.
+
+    Parameters
+    ----------
+    num_running : int
+        Requests in the running list now [count].
+    max_num_seqs : int
+        Sequence cap [count].
+    budget_left_tokens : int
+        This step's budget not yet handed out [tokens].
+    known_tokens : int
+        The request's known sequence: prompt plus tokens generated before a preemption [tokens].
+    free_blocks : int
+        Free KV blocks in the pool [count].
+    block_size : int
+        Tokens per block [tokens].
+    """
+    if not budget_has_room(budget_left_tokens=budget_left_tokens):
+        return Admission(False, Gate.TOKEN_BUDGET, "this step's token budget is used up")
+    if not seq_slot_free(num_running=num_running, max_num_seqs=max_num_seqs):
+        return Admission(
+            False, Gate.SEQUENCE_SLOT, f"all {max_num_seqs} sequence slots (max_num_seqs) are taken"
+        )
+    needed = blocks_for_tokens(known_tokens, block_size)
+    if not kv_blocks_fit(known_tokens=known_tokens, free_blocks=free_blocks, block_size=block_size):
+        return Admission(
+            False,
+            Gate.KV_BLOCKS,
+            f"its {known_tokens} known tokens need {needed} KV blocks but only {free_blocks} are free",
+        )
+    return Admission(
+        True, None, f"admitted: slot {num_running + 1} of {max_num_seqs}, {needed} of {free_blocks} free blocks"
+    )

@@ -1,0 +1,307 @@
+"""One step's token budget, filled in vLLM's order, and the seeds' scripted chunking scenario.
+
+vLLM fills a step's ``max_num_batched_tokens`` by walking the running requests in admission
+order (a decode takes 1 token, a partial prefill takes what is left of the budget), then the
+waiting queue first-come-first-served; a prompt that does not fit is chunked at the budget
+edge. :func:`fill_step` is that rule as a pure function; the simulator applies the same rule
+with KV blocks and preemption on top (``shared/reference/vllm-v1-scheduling.md``).
+
+The scripted scenario of the seeds: ``num_decodes`` requests are decoding and one prompt of
+``prompt_tokens`` arrives. Each step the decodes take their tokens first and the prompt gets
+what is left, so it is ingested in chunks of ``budget − num_decodes`` tokens (2048 − 100 =
+1,948: chunks 1948, 1948, 1104 for a 5,000-token prompt). :func:`ttft_s` is the time until
+its first token; :func:`longest_gap_s` the longest wait between two tokens the decoders see
+meanwhile. Both are vectorized over ``budget_tokens``; ``None`` means no budget (the whole
+prompt in one step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+
+from budgetlab.roofline import IdealCost
+
+__all__ = [
+    "StepFill",
+    "fill_step",
+    "prefill_tokens_left",
+    "chunk_schedule",
+    "ttft_s",
+    "longest_gap_s",
+    "budget_tradeoff",
+]
+
+
+@dataclass(frozen=True)
+class StepFill:
+    """How one step's budget was shared out.
+
+    Attributes
+    ----------
+    running_tokens : tuple of int
+        Tokens scheduled for each running request, in admission order (0: got nothing).
+    admitted_tokens : tuple of int
+        Tokens scheduled for each waiting request admitted this step, in queue order.
+    leftover_tokens : int
+        Budget left unused [tokens].
+    """
+
+    running_tokens: tuple[int, ...]
+    admitted_tokens: tuple[int, ...]
+    leftover_tokens: int
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens the step processes [tokens]."""
+        return sum(self.running_tokens) + sum(self.admitted_tokens)
+
+
+def fill_step(
+    *,
+    budget_tokens: int,
+    running_remaining_tokens: Sequence[int],
+    waiting_remaining_tokens: Sequence[int] = (),
+    long_prefill_token_threshold: int = 0,
+    max_num_seqs: int | None = None,
+) -> StepFill:
+    """Share one step's token budget out in vLLM V1's order (the token gates only).
+
+    Parameters
+    ----------
+    budget_tokens : int
+        ``max_num_batched_tokens`` [tokens], > 0.
+    running_remaining_tokens : sequence of int
+        For each running request in admission order, the tokens it still needs before it
+        samples: 1 for a decode, the rest of its prompt for a partial prefill [tokens].
+    waiting_remaining_tokens : sequence of int
+        The same for the waiting queue, first come first served [tokens].
+    long_prefill_token_threshold : int
+        Cap on one request's chunk [tokens]; 0 disables it. Ignored when there is exactly one
+        request in all, as in vLLM.
+    max_num_seqs : int or None
+        Sequence cap: waiting requests are admitted only while the running count is below it.
+
+    Returns
+    -------
+    StepFill
+        Tokens per running request, per admitted request, and the budget left.
+
+    Notes
+    -----
+    KV-cache blocks, the third gate, are not modelled here; :mod:`budgetlab.admission` and the
+    simulator add them.
+    """
+    if budget_tokens <= 0:
+        raise ValueError(f"budget_tokens must be > 0, got {budget_tokens}")
+    if any(r <= 0 for r in (*running_remaining_tokens, *waiting_remaining_tokens)):
+        raise ValueError("every request must still need at least 1 token")
+    num_requests = len(running_remaining_tokens) + len(waiting_remaining_tokens)
+    cap = long_prefill_token_threshold if long_prefill_token_threshold > 0 and num_requests > 1 else None
+
+    left = budget_tokens
+
+    def take(remaining: int) -> int:
+        return min(remaining, left) if cap is None else min(remaining, cap, left)
+
+    running = []
+    for remaining in running_remaining_tokens:
+        tokens = take(remaining)
+        running.append(tokens)
+        left -= tokens
+    admitted = []
+    num_running = len(running_remaining_tokens)
+    for remaining in waiting_remaining_tokens:
+        if left == 0 or (max_num_seqs is not None and num_running + len(admitted) >= max_num_seqs):
+            break
+        tokens = take(remaining)
+        admitted.append(tokens)
+        left -= tokens
+    return StepFill(tuple(running), tuple(admitted), left)
+
+
+def prefill_tokens_left(*, budget_tokens: ArrayLike, num_decodes: ArrayLike) -> np.ndarray | int:
+    """Budget left for prompt chunks once the decodes took theirs [tokens] (vectorized).
+
+    The seeds' interaction: budget 2048 with 60 decoders leaves 1,988; with 400, 1,648.
+    """
+    left = np.maximum(np.asarray(budget_tokens) - np.asarray(num_decodes), 0)
+    return int(left) if left.ndim == 0 else left
+
+
+def chunk_schedule(
+    *,
+    budget_tokens: int | None,
+    num_decodes: int,
+    prompt_tokens: int,
+    long_prefill_token_threshold: int = 0,
+) -> list[int]:
+    """Chunks one prompt is ingested in while ``num_decodes`` requests decode [tokens].
+
+    Steps are filled with :func:`fill_step`: the decoders (admitted earlier) first, the prompt
+    last. ``budget_tokens=None`` means no budget: one chunk.
+
+    Examples
+    --------
+    >>> chunk_schedule(budget_tokens=2048, num_decodes=100, prompt_tokens=5000)
+    [1948, 1948, 1104]
+    """
+    _check_scenario(num_decodes=num_decodes, prompt_tokens=prompt_tokens)
+    if budget_tokens is None:
+        return [prompt_tokens]
+    _check_budget_leaves_room(np.asarray(budget_tokens), num_decodes)
+    chunks: list[int] = []
+    remaining = prompt_tokens
+    decodes = [1] * num_decodes
+    while remaining > 0:
+        queue = [remaining]
+        # The first chunk comes from the waiting queue, later ones from the running list.
+        fill = fill_step(
+            budget_tokens=budget_tokens,
+            running_remaining_tokens=decodes + ([] if not chunks else queue),
+            waiting_remaining_tokens=queue if not chunks else [],
+            long_prefill_token_threshold=long_prefill_token_threshold,
+        )
+        chunk = fill.admitted_tokens[0] if not chunks else fill.running_tokens[-1]
+        chunks.append(chunk)
+        remaining -= chunk
+    return chunks
+
+
+def _chunk_counts(
+    budget_tokens: ArrayLike | None, num_decodes: int, prompt_tokens: int, threshold: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Chunk size, number of full chunks and last partial chunk for each budget (closed form)."""
+    if budget_tokens is None:
+        return np.asarray(prompt_tokens), np.asarray(1), np.asarray(0)
+    budget = np.asarray(budget_tokens)
+    if budget.dtype == object or not np.issubdtype(budget.dtype, np.integer):
+        if not np.all(np.isfinite(budget.astype(float))) or np.any(budget != np.floor(budget)):
+            raise ValueError(f"budget_tokens must be whole numbers of tokens, got {budget_tokens!r}")
+        budget = budget.astype(np.int64)
+    _check_budget_leaves_room(budget, num_decodes)
+    chunk = budget - num_decodes
+    if threshold > 0 and num_decodes > 0:
+        chunk = np.minimum(chunk, threshold)
+    return chunk, prompt_tokens // chunk, prompt_tokens % chunk
+
+
+def ttft_s(
+    cost: IdealCost,
+    *,
+    budget_tokens: ArrayLike | None,
+    num_decodes: int,
+    prompt_tokens: int,
+    long_prefill_token_threshold: int = 0,
+) -> np.ndarray | float:
+    """Time from the prompt's arrival (at a step start) to its first token [s] (vectorized).
+
+    The sum of the times of the steps that carry its chunks, each holding the decodes too; the
+    first token is sampled at the end of the step that finishes the prompt.
+
+    Parameters
+    ----------
+    cost : IdealCost
+        Step-cost model with a vectorized ``step_time_s(num_tokens)``.
+    budget_tokens : int, array_like of int, or None
+        Token budget(s) [tokens]; ``None`` = no budget (one step of decodes + whole prompt).
+    num_decodes : int
+        Requests decoding meanwhile, one token each per step [count].
+    prompt_tokens : int
+        Prompt length [tokens].
+    long_prefill_token_threshold : int
+        Optional cap on a chunk [tokens] (0: none).
+    """
+    _check_scenario(num_decodes=num_decodes, prompt_tokens=prompt_tokens)
+    chunk, num_full, last = _chunk_counts(budget_tokens, num_decodes, prompt_tokens, long_prefill_token_threshold)
+    time_s = num_full * cost.step_time_s(num_decodes + chunk) + np.where(
+        last > 0, cost.step_time_s(num_decodes + last), 0.0
+    )
+    time_s = np.asarray(time_s, dtype=float)
+    return float(time_s) if time_s.ndim == 0 else time_s
+
+
+def longest_gap_s(
+    cost: IdealCost,
+    *,
+    budget_tokens: ArrayLike | None,
+    num_decodes: int,
+    prompt_tokens: int,
+    long_prefill_token_threshold: int = 0,
+) -> np.ndarray | float:
+    """Longest wait between two tokens of a decoding user while the prompt is ingested [s].
+
+    Each decoder gets one token per step, so its longest gap is the longest step: the one with
+    the biggest prompt chunk (the first). Without a budget that is one step holding the whole
+    prompt. Parameters as in :func:`ttft_s` (vectorized over ``budget_tokens``).
+    """
+    _check_scenario(num_decodes=num_decodes, prompt_tokens=prompt_tokens)
+    chunk, num_full, last = _chunk_counts(budget_tokens, num_decodes, prompt_tokens, long_prefill_token_threshold)
+    biggest_chunk = np.where(num_full > 0, chunk, last)
+    time_s = np.asarray(cost.step_time_s(num_decodes + biggest_chunk), dtype=float)
+    return float(time_s) if time_s.ndim == 0 else time_s
+
+
+def budget_tradeoff(
+    cost: IdealCost,
+    *,
+    small_budget_tokens: int,
+    big_budget_tokens: int,
+    num_decodes: int,
+    prompt_tokens: int,
+) -> pd.DataFrame:
+    """The seeds' small-vs-big budget table, with the numbers behind each cell.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per budget (``small``, ``big``) with ``budget_tokens``, ``decode_only_step_s``
+        (a step with just the decodes), ``prompt_step_s`` (the longest step carrying a prompt
+        chunk, which is every decoder's longest gap), ``num_prompt_steps``, ``ttft_s`` and
+        ``prefill_tokens_per_s`` (prompt tokens ingested per second of those steps).
+    """
+    if small_budget_tokens >= big_budget_tokens:
+        raise ValueError(
+            f"small_budget_tokens ({small_budget_tokens}) must be below big_budget_tokens ({big_budget_tokens})"
+        )
+    rows = []
+    for label, budget in (("small", small_budget_tokens), ("big", big_budget_tokens)):
+        ttft = ttft_s(cost, budget_tokens=budget, num_decodes=num_decodes, prompt_tokens=prompt_tokens)
+        rows.append(
+            {
+                "budget": label,
+                "budget_tokens": budget,
+                "decode_only_step_s": float(cost.step_time_s(num_decodes)),
+                "prompt_step_s": longest_gap_s(
+                    cost, budget_tokens=budget, num_decodes=num_decodes, prompt_tokens=prompt_tokens
+                ),
+                "num_prompt_steps": len(
+                    chunk_schedule(budget_tokens=budget, num_decodes=num_decodes, prompt_tokens=prompt_tokens)
+                ),
+                "ttft_s": ttft,
+                "prefill_tokens_per_s": prompt_tokens / ttft,
+            }
+        )
+    return pd.DataFrame(rows).set_index("budget")
+
+
+def _check_scenario(*, num_decodes: int, prompt_tokens: int) -> None:
+    if num_decodes < 0:
+        raise ValueError(f"num_decodes must be >= 0, got {num_decodes}")
+    if prompt_tokens <= 0:
+        raise ValueError(f"prompt_tokens must be > 0, got {prompt_tokens}")
+
+
+def _check_budget_leaves_room(budget: np.ndarray, num_decodes: int) -> None:
+    too_small = budget <= num_decodes
+    if np.any(too_small):
+        smallest = int(np.min(budget))
+        raise ValueError(
+            f"a budget of {smallest} tokens leaves nothing for the prompt once {num_decodes} "
+            f"decodes took one token each; use budgets above {num_decodes} (vLLM also requires "
+            "max_num_batched_tokens >= max_num_seqs)"
+        )

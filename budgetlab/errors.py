@@ -1,0 +1,47 @@
+"""Exceptions budgetlab raises, each naming what went wrong and how to fix it.
+
+Every exception derives from :class:`BudgetlabError`; the ones about bad values also derive
+from :class:`ValueError` (and lookups from :class:`LookupError`) so callers that already catch
+the built-in types keep working.
+"""
+
+from __future__ import annotations
+
+
+class BudgetlabError(Exception):
+    """Base class of every error budgetlab raises on purpose."""
+
+
+class UnknownNameError(BudgetlabError, LookupError):
+    """A hardware or model slug that is not in the catalog (the message lists close matches)."""
+
+    def __str__(self) -> str:  # LookupError would otherwise quote the message like a key
+        return str(self.args[0]) if self.args else ""
+
+
+class CatalogError(BudgetlabError, ValueError):
+    """A catalog file is missing, malformed, or holds an impossible number."""
+
+
+class ConfigError(BudgetlabError, ValueError):
+    """An :class:`~budgetlab.specs.EngineConfig` combination vLLM would refuse to start with."""
+
+
+class DoesNotFitError(BudgetlabError, ValueError):
+    """The model's weights (plus activations) leave no room for a KV cache on this GPU."""
+
+
+class RequestTooLargeError(BudgetlabError, ValueError):
+    """A request can never be served: longer than ``max_model_len`` or than the whole KV pool."""
+
+
+class NoBudgetMeetsTargetError(BudgetlabError, ValueError):
+    """A step-time target below the weight read, so no token budget can meet it."""
+
+
+class TraceFormatError(BudgetlabError, ValueError):
+    """A workload trace file that cannot be read faithfully (names file, row and column)."""
+
+
+class ParameterError(BudgetlabError, ValueError):
+    """A notebook or report parameter of the wrong type or out of range."""

@@ -1,0 +1,260 @@
+"""Frozen descriptions of the three things a what-if needs: a GPU, a model and an engine config.
+
+``HardwareSpec`` and ``ModelSpec`` rows come from the catalog (:mod:`budgetlab.catalog`);
+``EngineConfig`` holds vLLM's scheduling knobs and refuses, at construction, every combination
+vLLM refuses at start-up (see ``shared/reference/vllm-v1-scheduling.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from numbers import Integral
+from typing import Literal
+
+from budgetlab.errors import ConfigError
+
+__all__ = ["HardwareSpec", "ModelSpec", "EngineConfig", "Request", "SCHEDULING_POLICIES"]
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """One accelerator as its datasheet describes it.
+
+    Attributes
+    ----------
+    slug : str
+        Catalog key, lower case (``"h100-sxm"``).
+    name : str
+        Human-readable name.
+    dense_bf16_flops_per_s : float
+        Peak dense (no sparsity) BF16 tensor throughput [FLOP/s].
+    mem_bandwidth_bytes_per_s : float
+        Peak HBM/GDDR bandwidth [B/s].
+    memory_bytes : float
+        Device memory [B] (GB = 1e9 B, GiB = 2**30 B as the datasheet states it).
+    interconnect : str
+        GPU-to-GPU link used for tensor parallelism (``"NVLink 4"``, ``"PCIe Gen5 x16"``).
+    interconnect_bandwidth_bytes_per_s : float
+        Per-GPU unidirectional link bandwidth available to an all-reduce [B/s].
+    interconnect_latency_s : float
+        Typical small-message all-reduce latency over that link [s].
+    source : str
+        Datasheet(s) the numbers come from.
+    """
+
+    slug: str
+    name: str
+    dense_bf16_flops_per_s: float
+    mem_bandwidth_bytes_per_s: float
+    memory_bytes: float
+    interconnect: str
+    interconnect_bandwidth_bytes_per_s: float
+    interconnect_latency_s: float
+    source: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One decoder-only transformer as its model card and config describe it.
+
+    Attributes
+    ----------
+    slug : str
+        Catalog key, lower case (``"llama-3.1-8b"``).
+    name : str
+        Human-readable name.
+    num_params : float
+        Total parameters [count] (all experts for a mixture-of-experts model).
+    num_active_params : float
+        Parameters used per token [count]; equals ``num_params`` for a dense model.
+    num_layers : int
+        Transformer blocks.
+    hidden_size : int
+        Model width [elements].
+    num_attention_heads : int
+        Query heads.
+    num_kv_heads : int
+        Key/value heads (grouped-query attention when fewer than the query heads).
+    head_dim : int
+        Elements per head.
+    intermediate_size : int
+        MLP (per expert) inner width [elements].
+    vocab_size : int
+        Vocabulary [tokens].
+    num_experts : int
+        Routed experts per MoE layer; 1 for a dense model.
+    num_experts_per_token : int
+        Experts each token is routed to; 1 for a dense model.
+    dtype_bytes : int
+        Bytes per weight and per KV element (2 for BF16/FP16).
+    source : str
+        Model card / config the numbers come from.
+    """
+
+    slug: str
+    name: str
+    num_params: float
+    num_active_params: float
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    num_experts: int = 1
+    num_experts_per_token: int = 1
+    dtype_bytes: int = 2
+    source: str = field(default="", compare=False)
+
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes of all weights [B]: every parameter, read once per step."""
+        return self.num_params * self.dtype_bytes
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether tokens are routed to a subset of experts."""
+        return self.num_experts > 1
+
+
+SCHEDULING_POLICIES = ("vllm-v1", "decode-first")
+SchedulingPolicy = Literal["vllm-v1", "decode-first"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineConfig:
+    """vLLM's scheduling knobs, validated the way vLLM validates them at start-up.
+
+    Parameters
+    ----------
+    max_num_batched_tokens : int
+        Token budget of one step [tokens] (vLLM ``max_num_batched_tokens``).
+    max_num_seqs : int
+        Cap on running sequences [count] (vLLM ``max_num_seqs``).
+    block_size : int
+        Tokens per KV-cache block [tokens].
+    num_kv_blocks : int or None
+        Usable KV blocks (vLLM's ``num_gpu_blocks`` minus its null block). ``None`` derives
+        them from the hardware and model with :func:`budgetlab.memory.kv_capacity`.
+    long_prefill_token_threshold : int
+        Largest prefill chunk a request may take in one step when others are present [tokens];
+        0 disables the cap.
+    max_model_len : int or None
+        Longest prompt + output a request may have [tokens]; ``None`` means unlimited.
+    gpu_memory_utilization : float
+        Fraction of device memory vLLM may use (weights, activations, KV cache).
+    enable_chunked_prefill : bool
+        Whether prompts may be split across steps (vLLM V1 default: on).
+    policy : {"vllm-v1", "decode-first"}
+        Order the simulator fills a step in: vLLM V1's (running list, then waiting FCFS) or
+        Sarathi-Serve's stall-free order (all decodes, then partial prefills, then new prompts).
+
+    Raises
+    ------
+    ConfigError
+        For every combination vLLM refuses; the message names the fix.
+    """
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    block_size: int = 16
+    num_kv_blocks: int | None = None
+    long_prefill_token_threshold: int = 0
+    max_model_len: int | None = None
+    gpu_memory_utilization: float = 0.9
+    enable_chunked_prefill: bool = True
+    policy: SchedulingPolicy = "vllm-v1"
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
+            _require_positive_int(name, getattr(self, name))
+        if self.num_kv_blocks is not None:
+            _require_positive_int("num_kv_blocks", self.num_kv_blocks)
+        if self.max_model_len is not None:
+            _require_positive_int("max_model_len", self.max_model_len)
+        threshold = self.long_prefill_token_threshold
+        if isinstance(threshold, bool) or not isinstance(threshold, Integral) or threshold < 0:
+            raise ConfigError(
+                f"long_prefill_token_threshold must be an int >= 0 (0 disables it), got {threshold!r}"
+            )
+        if isinstance(self.gpu_memory_utilization, bool) or not (
+            0.0 < float(self.gpu_memory_utilization) <= 1.0
+        ):
+            raise ConfigError(
+                "gpu_memory_utilization must be a fraction in (0, 1], "
+                f"got {self.gpu_memory_utilization!r}; vLLM's default is 0.9"
+            )
+        if self.policy not in SCHEDULING_POLICIES:
+            raise ConfigError(
+                f"policy must be one of {', '.join(SCHEDULING_POLICIES)}, got {self.policy!r}"
+            )
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise ConfigError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than "
+                f"max_num_seqs ({self.max_num_seqs}): {self.max_num_seqs} decoding sequences "
+                "need one token each per step and would overflow the budget. Raise "
+                f"max_num_batched_tokens to at least {self.max_num_seqs} or lower max_num_seqs."
+            )
+        if self.max_model_len is not None:
+            if threshold > self.max_model_len:
+                raise ConfigError(
+                    f"long_prefill_token_threshold ({threshold}) exceeds max_model_len "
+                    f"({self.max_model_len}): no chunk can be that long. Lower the threshold "
+                    "or raise max_model_len."
+                )
+            if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
+                raise ConfigError(
+                    f"with chunked prefill off, max_num_batched_tokens "
+                    f"({self.max_num_batched_tokens}) must be at least max_model_len "
+                    f"({self.max_model_len}) so the longest prompt fits in one step. Enable "
+                    "chunked prefill, raise the budget, or lower max_model_len."
+                )
+        elif not self.enable_chunked_prefill:
+            raise ConfigError(
+                "with chunked prefill off, set max_model_len so vLLM can check that the longest "
+                "prompt fits in one step's budget (or enable chunked prefill)."
+            )
+
+
+def _require_positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, Integral) or value <= 0:
+        raise ConfigError(f"{name} must be a positive int, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One inference request as the simulator sees it.
+
+    Parameters
+    ----------
+    request_id : int or str
+        Unique name, used in step logs and result tables.
+    arrival_at_s : float
+        When it reaches the server [s], >= 0.
+    prompt_tokens : int
+        Prompt length [tokens], >= 1.
+    output_tokens : int
+        Tokens it generates, the first one included [tokens], >= 1.
+    """
+
+    request_id: int | str
+    arrival_at_s: float
+    prompt_tokens: int
+    output_tokens: int
+
+    def __post_init__(self) -> None:
+        arrival = self.arrival_at_s
+        if isinstance(arrival, bool) or not isinstance(arrival, (int, float)) or not (arrival >= 0) or arrival == float("inf"):
+            raise ValueError(
+                f"request {self.request_id!r}: arrival_at_s must be a finite number of seconds >= 0, got {arrival!r}"
+            )
+        for name in ("prompt_tokens", "output_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+                raise ValueError(f"request {self.request_id!r}: {name} must be an int >= 1, got {value!r}")
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus output [tokens]."""
+        return self.prompt_tokens + self.output_tokens

@@ -1,0 +1,203 @@
+"""The budget filled in vLLM's order and the seeds' scripted chunking scenario."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from budgetlab import (
+    budget_tradeoff,
+    chunk_schedule,
+    fill_step,
+    longest_gap_s,
+    prefill_tokens_left,
+    ttft_s,
+)
+
+SEED = {"num_decodes": 100, "prompt_tokens": 5000}
+
+
+def test_seed_chunks_1948_1948_1104():
+    # 2048 − 100 decodes = 1,948 per step; 5,000 = 1,948 + 1,948 + 1,104.
+    assert prefill_tokens_left(budget_tokens=2048, num_decodes=100) == 1948
+    assert chunk_schedule(budget_tokens=2048, **SEED) == [1948, 1948, 1104]
+
+
+def test_sixty_versus_four_hundred_decoders():
+    # The second seed: 60 decoders leave ~1,988; 400 leave ~1,648.
+    np.testing.assert_array_equal(prefill_tokens_left(budget_tokens=2048, num_decodes=[60, 400]), [1988, 1648])
+    assert prefill_tokens_left(budget_tokens=100, num_decodes=400) == 0
+
+
+def test_no_budget_means_one_chunk():
+    assert chunk_schedule(budget_tokens=None, **SEED) == [5000]
+
+
+def test_threshold_caps_chunks():
+    assert chunk_schedule(budget_tokens=2048, long_prefill_token_threshold=1000, **SEED) == [1000] * 5
+    # With no decoders the prompt is the only request, and vLLM ignores the threshold.
+    assert chunk_schedule(budget_tokens=2048, num_decodes=0, prompt_tokens=5000, long_prefill_token_threshold=1000) == [
+        2048,
+        2048,
+        904,
+    ]
+
+
+def test_budget_must_leave_room_for_the_prompt():
+    with pytest.raises(ValueError, match="leaves nothing for the prompt.*above 100"):
+        chunk_schedule(budget_tokens=100, **SEED)
+    with pytest.raises(ValueError, match="leaves nothing"):
+        ttft_s(None, budget_tokens=[50, 2048], **SEED)
+
+
+def test_seed_ttft_and_longest_gap(ideal):
+    # With the budget: 2 × 33.24 ms (2,048-token steps) + 19.54 ms (1,204 tokens) = 86.0 ms.
+    assert ttft_s(ideal, budget_tokens=2048, **SEED) == pytest.approx((2 * 2048 + 1204) * ideal.per_token_s)
+    assert ttft_s(ideal, budget_tokens=2048, **SEED) == pytest.approx(86.0e-3, abs=0.1e-3)
+    # Without: one 5,100-token step, 82.8 ms — and every decoder waits that long for a token.
+    assert ttft_s(ideal, budget_tokens=None, **SEED) == pytest.approx(82.78e-3, abs=0.01e-3)
+    assert longest_gap_s(ideal, budget_tokens=None, **SEED) == pytest.approx(82.78e-3, abs=0.01e-3)
+    # With the budget the decoders' longest gap is one 2,048-token step: 33.2 ms.
+    assert longest_gap_s(ideal, budget_tokens=2048, **SEED) == pytest.approx(33.24e-3, abs=0.01e-3)
+
+
+def test_ttft_drops_steeply_then_flattens(ideal):
+    budgets = np.array([256, 512, 1024, 2048, 4096, 8192])
+    ttft = ttft_s(ideal, budget_tokens=budgets, **SEED)
+    # Up to ~1,000 tokens TTFT falls by a third or more ...
+    assert ttft[0] / ttft[2] > 1.6
+    # ... and beyond it changes by under 10 % over an 8× range of budgets.
+    assert ttft[2:].max() / ttft[2:].min() < 1.1
+    assert np.all(np.diff(ttft) < 0)
+
+
+def test_vectorized_matches_scalar(ideal):
+    budgets = [300, 1000, 2048, 6000]
+    vector = ttft_s(ideal, budget_tokens=budgets, **SEED)
+    for budget, value in zip(budgets, vector):
+        assert value == ttft_s(ideal, budget_tokens=budget, **SEED)
+    assert isinstance(ttft_s(ideal, budget_tokens=2048, **SEED), float)
+
+
+def test_non_integer_budget_rejected(ideal):
+    with pytest.raises(ValueError, match="whole numbers"):
+        ttft_s(ideal, budget_tokens=2048.5, **SEED)
+
+
+def test_tradeoff_table_says_what_the_seed_says(ideal):
+    table = budget_tradeoff(ideal, small_budget_tokens=512, big_budget_tokens=8192, **SEED)
+    small, big = table.loc["small"], table.loc["big"]
+    assert small.prompt_step_s < big.prompt_step_s  # each step: short vs long with a big chunk
+    assert small.num_prompt_steps > big.num_prompt_steps  # long prompts spread over many steps
+    assert small.ttft_s > big.ttft_s  # later first token
+    assert small.prefill_tokens_per_s < big.prefill_tokens_per_s  # lower throughput
+    assert small.num_prompt_steps == 13 and big.num_prompt_steps == 1
+    with pytest.raises(ValueError, match="below"):
+        budget_tradeoff(ideal, small_budget_tokens=8192, big_budget_tokens=512, **SEED)
+
+
+def test_fill_step_walks_running_then_waiting():
+    # A partial prefill admitted before two decoders takes its chunk at its own place.
+    fill = fill_step(budget_tokens=10, running_remaining_tokens=[1, 8, 1, 1], waiting_remaining_tokens=[5, 3])
+    assert fill.running_tokens == (1, 8, 1, 0)
+    assert fill.admitted_tokens == ()
+    assert fill.leftover_tokens == 0
+    fill = fill_step(budget_tokens=10, running_remaining_tokens=[1, 1], waiting_remaining_tokens=[5, 3, 4])
+    assert fill.admitted_tokens == (5, 3)
+    fill = fill_step(budget_tokens=10, running_remaining_tokens=[1], waiting_remaining_tokens=[5, 3], max_num_seqs=2)
+    assert fill.admitted_tokens == (5,) and fill.leftover_tokens == 4
+
+
+def test_fill_step_rejects_bad_input():
+    with pytest.raises(ValueError, match="budget_tokens"):
+        fill_step(budget_tokens=0, running_remaining_tokens=[1])
+    with pytest.raises(ValueError, match="at least 1 token"):
+        fill_step(budget_tokens=10, running_remaining_tokens=[0])
+
+
+remaining_lists = st.lists(st.integers(1, 3000), max_size=30)
+
+
+@given(
+    budget=st.integers(1, 4096),
+    running=remaining_lists,
+    waiting=remaining_lists,
+    threshold=st.integers(0, 2000),
+    max_num_seqs=st.none() | st.integers(1, 64),
+)
+def test_filled_step_never_exceeds_budget(budget, running, waiting, threshold, max_num_seqs):
+    fill = fill_step(
+        budget_tokens=budget,
+        running_remaining_tokens=running,
+        waiting_remaining_tokens=waiting,
+        long_prefill_token_threshold=threshold,
+        max_num_seqs=max_num_seqs,
+    )
+    assert fill.num_tokens + fill.leftover_tokens == budget
+    assert all(0 <= got <= want for got, want in zip(fill.running_tokens + fill.admitted_tokens, running + waiting))
+    if threshold and len(running) + len(waiting) > 1:
+        assert max(fill.running_tokens + fill.admitted_tokens, default=0) <= threshold
+    if max_num_seqs is not None:
+        assert len(fill.admitted_tokens) <= max(0, max_num_seqs - len(running))
+
+
+@given(budget=st.integers(1, 4096), num_decodes=st.integers(0, 500), waiting=remaining_lists)
+def test_decodes_never_starve_while_budget_covers_them(budget, num_decodes, waiting):
+    fill = fill_step(budget_tokens=budget, running_remaining_tokens=[1] * num_decodes, waiting_remaining_tokens=waiting)
+    if budget >= num_decodes:
+        assert fill.running_tokens == (1,) * num_decodes
+
+
+@given(
+    extra=st.integers(1, 10_000),
+    num_decodes=st.integers(0, 400),
+    prompt=st.integers(1, 20_000),
+    threshold=st.integers(0, 4000),
+)
+def test_chunks_sum_to_prompt_and_fit_the_budget(extra, num_decodes, prompt, threshold):
+    budget = num_decodes + extra
+    chunks = chunk_schedule(
+        budget_tokens=budget, num_decodes=num_decodes, prompt_tokens=prompt, long_prefill_token_threshold=threshold
+    )
+    assert sum(chunks) == prompt
+    assert all(0 < chunk <= budget - num_decodes for chunk in chunks)
+    assert all(chunk == chunks[0] for chunk in chunks[:-1])
+
+
+@given(
+    extra=st.integers(1, 10_000),
+    num_decodes=st.integers(0, 400),
+    prompt=st.integers(1, 20_000),
+    threshold=st.integers(0, 4000),
+)
+def test_closed_form_ttft_matches_the_step_by_step_chunks(ideal, extra, num_decodes, prompt, threshold):
+    budget = num_decodes + extra
+    chunks = chunk_schedule(
+        budget_tokens=budget, num_decodes=num_decodes, prompt_tokens=prompt, long_prefill_token_threshold=threshold
+    )
+    scenario = {"num_decodes": num_decodes, "prompt_tokens": prompt, "long_prefill_token_threshold": threshold}
+    assert ttft_s(ideal, budget_tokens=budget, **scenario) == pytest.approx(
+        sum(ideal.step_time_s(num_decodes + chunk) for chunk in chunks), rel=1e-12
+    )
+    assert longest_gap_s(ideal, budget_tokens=budget, **scenario) == max(
+        ideal.step_time_s(num_decodes + chunk) for chunk in chunks
+    )
+
+
+@given(
+    budgets=st.lists(st.integers(1, 10_000), min_size=2, max_size=2, unique=True).map(sorted),
+    num_decodes=st.integers(0, 400),
+    prompt=st.integers(1, 20_000),
+)
+def test_bigger_budget_longer_gap_and_no_later_first_token(ideal, budgets, num_decodes, prompt):
+    budgets = np.array(budgets) + num_decodes
+    scenario = {"num_decodes": num_decodes, "prompt_tokens": prompt}
+    gap = longest_gap_s(ideal, budget_tokens=budgets, **scenario)
+    ttft = ttft_s(ideal, budget_tokens=budgets, **scenario)
+    assert gap[1] >= gap[0]
+    # A bigger budget never delays the first token by more than the last chunk's rounding:
+    # that chunk's step may be padded up to the weight read.
+    assert ttft[1] <= ttft[0] + ideal.weight_read_s + 1e-15
+    assert ttft_s(ideal, budget_tokens=None, **scenario) <= ttft[1] + ideal.weight_read_s + 1e-15
