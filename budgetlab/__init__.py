@@ -17,6 +17,15 @@ from budgetlab.budget import (
     prefill_tokens_left,
     ttft_s,
 )
+from budgetlab.catalog import (
+    data_path,
+    hardware,
+    hardware_table,
+    list_hardware,
+    list_models,
+    model,
+    model_table,
+)
 from budgetlab.errors import (
     BudgetlabError,
     CatalogError,

@@ -1,0 +1,521 @@
+"""The catalog: cited datasheet and model-card numbers, strict CSV validation, wheel packaging."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from budgetlab import catalog
+from budgetlab.catalog import (
+    data_path,
+    hardware,
+    hardware_table,
+    list_hardware,
+    list_models,
+    model,
+    model_table,
+)
+from budgetlab.errors import CatalogError, UnknownNameError
+from budgetlab.specs import HardwareSpec, ModelSpec
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CATALOG_DIR = REPO_ROOT / "data" / "catalog"
+GIB = 2**30
+
+REQUIRED_HARDWARE = [
+    "h100-sxm",
+    "h100-pcie",
+    "h200-sxm",
+    "a100-80gb-sxm",
+    "a100-40gb",
+    "l40s",
+    "b200",
+    "mi300x",
+]
+REQUIRED_MODELS = [
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "llama-3.1-405b",
+    "llama-2-7b",
+    "mistral-7b",
+    "mixtral-8x7b",
+    "qwen2.5-7b",
+    "qwen2.5-72b",
+]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Each test starts and ends with an empty catalog cache (tmp catalogs stay out of it)."""
+    catalog.clear_cache()
+    yield
+    catalog.clear_cache()
+
+
+# --------------------------------------------------------------------------------------------
+# Hand-worked reference values
+# --------------------------------------------------------------------------------------------
+
+
+def test_h100_sxm_matches_the_design_reference_numbers():
+    h100 = hardware("h100-sxm")
+    assert isinstance(h100, HardwareSpec)
+    assert h100.dense_bf16_flops_per_s == 989.4e12  # whitepaper: 1,978.9 sparse / 2
+    assert h100.mem_bandwidth_bytes_per_s == 3.35e12
+    assert h100.memory_bytes == 80 * GIB  # "80GB" read as GiB (see data/catalog/README.md)
+    assert h100.interconnect_bandwidth_bytes_per_s == 450e9  # NVLink 4: 900 GB/s bidirectional
+    assert 1e-6 <= h100.interconnect_latency_s <= 50e-6
+
+
+def test_llama_31_8b_matches_its_config():
+    llama = model("llama-3.1-8b")
+    assert isinstance(llama, ModelSpec)
+    assert llama.num_params == 8.03e9
+    assert llama.num_active_params == llama.num_params
+    assert (llama.num_layers, llama.num_kv_heads, llama.head_dim) == (32, 8, 128)
+    assert (llama.hidden_size, llama.num_attention_heads) == (4096, 32)
+    assert (llama.intermediate_size, llama.vocab_size) == (14336, 128256)
+    assert not llama.is_moe
+    assert llama.weight_bytes == pytest.approx(16.06e9)  # 8.03e9 × 2 B
+
+
+def test_design_seed_numbers_follow_from_the_rows():
+    # DESIGN.md: weight read 4.79 ms, 16.2 µs per token, knee ≈ 295, 128 KiB of KV per token.
+    h100, llama = hardware("h100-sxm"), model("llama-3.1-8b")
+    weight_read_s = llama.weight_bytes / h100.mem_bandwidth_bytes_per_s
+    per_token_s = 2 * llama.num_params / h100.dense_bf16_flops_per_s
+    assert weight_read_s == pytest.approx(4.79e-3, rel=1e-3)
+    assert per_token_s == pytest.approx(16.2e-6, rel=2e-3)
+    assert weight_read_s / per_token_s == pytest.approx(295, abs=1)
+    kv_bytes_per_token = 2 * llama.num_layers * llama.num_kv_heads * llama.head_dim * 2
+    assert kv_bytes_per_token == 128 * 1024
+
+
+def test_mixtral_is_a_top2_of_8_moe():
+    mixtral = model("mixtral-8x7b")
+    assert (mixtral.num_params, mixtral.num_active_params) == (46.7e9, 12.9e9)
+    assert (mixtral.num_experts, mixtral.num_experts_per_token) == (8, 2)
+    assert mixtral.is_moe
+
+
+def test_other_reference_rows():
+    assert model("qwen2.5-7b").num_params == 7.61e9
+    assert model("qwen2.5-7b").num_kv_heads == 4
+    assert model("llama-2-7b").num_kv_heads == model("llama-2-7b").num_attention_heads == 32
+    assert hardware("h200-sxm").memory_bytes == 141 * GIB
+    h100, h200 = hardware("h100-sxm"), hardware("h200-sxm")
+    assert h200.dense_bf16_flops_per_s == h100.dense_bf16_flops_per_s
+    assert hardware("a100-80gb-sxm").dense_bf16_flops_per_s == 312e12
+    assert hardware("mi300x").memory_bytes == 192 * GIB
+
+
+@pytest.mark.parametrize("slug", REQUIRED_MODELS)
+def test_param_count_follows_from_the_architecture(slug):
+    """The stated totals agree with a count from the config fields (catches a mistyped width)."""
+    m = model(slug)
+    h, kv_width = m.hidden_size, m.num_kv_heads * m.head_dim
+    attention = 2 * h * m.num_attention_heads * m.head_dim + 2 * h * kv_width
+    mlp_per_expert = 3 * h * m.intermediate_size
+    router = h * m.num_experts if m.is_moe else 0
+    embeddings = 2 * m.vocab_size * h  # none of these models ties input and output embeddings
+    total = m.num_layers * (attention + m.num_experts * mlp_per_expert + router) + embeddings
+    active = m.num_layers * (attention + m.num_experts_per_token * mlp_per_expert + router)
+    assert m.num_params == pytest.approx(total, rel=0.015)
+    assert m.num_active_params == pytest.approx(active + embeddings, rel=0.015)
+
+
+def test_every_number_is_in_si_units():
+    """Guard against a row typed in TB/s or GB: every device sits in a plausible SI range."""
+    for slug in list_hardware():
+        h = hardware(slug)
+        assert 1e14 < h.dense_bf16_flops_per_s < 1e16, slug
+        assert 1e11 < h.mem_bandwidth_bytes_per_s < 1e14, slug
+        assert 16 * GIB <= h.memory_bytes <= 512 * GIB, slug
+        assert h.memory_bytes % GIB == 0, f"{slug}: memory is not a whole number of GiB"
+        assert 1e10 <= h.interconnect_bandwidth_bytes_per_s <= 2e12, slug
+        assert 1e-6 <= h.interconnect_latency_s <= 1e-4, slug
+    for slug in list_models():
+        assert model(slug).dtype_bytes == 2, slug
+
+
+# --------------------------------------------------------------------------------------------
+# Lookup behaviour
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("slug", REQUIRED_HARDWARE)
+def test_required_hardware_present(slug):
+    assert slug in list_hardware()
+    assert hardware(slug).slug == slug
+
+
+@pytest.mark.parametrize("slug", REQUIRED_MODELS)
+def test_required_models_present(slug):
+    assert slug in list_models()
+    assert model(slug).slug == slug
+
+
+def test_lists_are_sorted_slugs():
+    assert list_hardware() == sorted(REQUIRED_HARDWARE)
+    assert list_models() == sorted(REQUIRED_MODELS)
+
+
+@pytest.mark.parametrize("spelling", ["H100-SXM", "  h100-sxm\n", "H100-sxm "])
+def test_hardware_lookup_ignores_case_and_whitespace(spelling):
+    assert hardware(spelling) == hardware("h100-sxm")
+
+
+def test_model_lookup_ignores_case_and_whitespace():
+    assert model(" Llama-3.1-8B ") == model("llama-3.1-8b")
+
+
+def test_unknown_hardware_lists_close_matches():
+    with pytest.raises(UnknownNameError) as info:
+        hardware("h100")
+    message = str(info.value)
+    assert "'h100'" in message
+    assert "h100-sxm" in message and "h100-pcie" in message
+    assert "budgetlab.list_hardware()" in message
+    assert not message.startswith('"')  # not quoted like a KeyError
+    assert isinstance(info.value, LookupError)
+
+
+def test_unknown_model_lists_close_matches():
+    with pytest.raises(UnknownNameError, match=r"llama-3\.1-8b") as info:
+        model("llama-3-8b")
+    assert "budgetlab.list_models()" in str(info.value)
+
+
+def test_unknown_name_without_close_match_still_says_how_to_list():
+    with pytest.raises(UnknownNameError) as info:
+        hardware("tpu-v5e")
+    assert "did you mean" not in str(info.value).lower()
+    assert "budgetlab.list_hardware()" in str(info.value)
+
+
+def test_non_string_slug_is_a_type_error():
+    with pytest.raises(TypeError, match="str"):
+        hardware(None)  # type: ignore[arg-type]
+
+
+def test_catalog_is_loaded_once_and_cached():
+    assert hardware("h100-sxm") is hardware("H100-SXM")
+    first = model("mistral-7b")
+    catalog.clear_cache()
+    second = model("mistral-7b")
+    assert first == second and first is not second
+
+
+# --------------------------------------------------------------------------------------------
+# Tables and sources
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("table", "spec_type", "expected"),
+    [(hardware_table, HardwareSpec, REQUIRED_HARDWARE), (model_table, ModelSpec, REQUIRED_MODELS)],
+)
+def test_tables_hold_every_field_indexed_by_slug(table, spec_type, expected):
+    frame = table()
+    assert isinstance(frame, pd.DataFrame)
+    assert list(frame.index) == sorted(expected)
+    assert frame.index.name == "slug"
+    fields = [f.name for f in dataclasses.fields(spec_type) if f.name != "slug"]
+    assert list(frame.columns) == [*fields, "notes"]
+    frame.loc[frame.index[0], "name"] = "changed"
+    assert table().loc[frame.index[0], "name"] != "changed"  # a copy, not the catalog
+
+
+def test_table_values_are_numeric():
+    frame = hardware_table()
+    assert frame.loc["h100-sxm", "dense_bf16_flops_per_s"] == 989.4e12
+    assert pd.api.types.is_float_dtype(frame["mem_bandwidth_bytes_per_s"])
+    assert pd.api.types.is_integer_dtype(model_table()["num_layers"])
+
+
+@pytest.mark.parametrize("table", [hardware_table, model_table])
+def test_every_row_cites_a_source(table):
+    sources = table()["source"]
+    assert sources.map(lambda s: isinstance(s, str) and len(s.strip()) > 10).all()
+
+
+# --------------------------------------------------------------------------------------------
+# Malformed catalogs, read from a temporary directory
+# --------------------------------------------------------------------------------------------
+
+
+def _read_rows(name: str) -> tuple[list[str], list[dict[str, str]]]:
+    with (CATALOG_DIR / name).open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def _write_rows(path: Path, header: list[str], rows: list[dict[str, str]]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=header, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+@pytest.fixture
+def tmp_catalog(tmp_path, monkeypatch):
+    """A copy of the real catalog in tmp_path that the loader reads instead."""
+    for name in ("hardware.csv", "models.csv"):
+        (tmp_path / name).write_bytes((CATALOG_DIR / name).read_bytes())
+    monkeypatch.setattr(catalog, "_catalog_dir", lambda: tmp_path)
+    return tmp_path
+
+
+def _mutate(directory: Path, name: str, change) -> None:
+    header, rows = _read_rows(name)
+    header, rows = change(header, rows)
+    _write_rows(directory / name, header, rows)
+
+
+def _set(slug: str, column: str, value: str):
+    def change(header, rows):
+        for row in rows:
+            if row["slug"] == slug:
+                row[column] = value
+        return header, rows
+
+    return change
+
+
+def test_tmp_catalog_copy_loads(tmp_catalog):
+    _mutate(tmp_catalog, "hardware.csv", _set("l40s", "name", "Renamed L40S"))
+    assert hardware("l40s").name == "Renamed L40S"
+
+
+# Each case: file, mutation, then fragments the message must contain (file, line, column, why).
+# Line numbers count the header as line 1; h100-sxm is on line 2, llama-3.1-8b on line 2.
+_BAD_HARDWARE = {
+    "text in a number": (
+        _set("h100-sxm", "mem_bandwidth_bytes_per_s", "3.35 TB/s"),
+        ["line 2", "'mem_bandwidth_bytes_per_s'", "3.35 TB/s"],
+    ),
+    "nan": (
+        _set("h100-sxm", "dense_bf16_flops_per_s", "nan"),
+        ["line 2", "'dense_bf16_flops_per_s'", "finite number > 0"],
+    ),
+    "inf": (_set("b200", "memory_bytes", "inf"), ["'b200'", "'memory_bytes'", "finite"]),
+    "zero": (
+        _set("h100-sxm", "interconnect_latency_s", "0"),
+        ["line 2", "'interconnect_latency_s'", "> 0"],
+    ),
+    "negative": (_set("h100-sxm", "memory_bytes", "-80e9"), ["'memory_bytes'", "> 0"]),
+    "empty cell": (_set("h100-sxm", "interconnect", ""), ["line 2", "'interconnect'", "empty"]),
+    "empty source": (_set("h100-pcie", "source", "  "), ["line 3", "'source'", "empty"]),
+    "bad slug": (_set("h100-sxm", "slug", "H100 SXM"), ["line 2", "'slug'", "not a slug"]),
+    "duplicate slug": (
+        _set("h100-pcie", "slug", "h100-sxm"),
+        ["line 3", "'slug'", "duplicate slug 'h100-sxm'", "line 2"],
+    ),
+    "missing column": (
+        lambda h, r: ([c for c in h if c != "source"], r),
+        ["line 1", "missing required column", "source"],
+    ),
+    "unknown column": (
+        lambda h, r: (
+            [c if c != "memory_bytes" else "memory_gb" for c in h],
+            [{**row, "memory_gb": row["memory_bytes"]} for row in r],
+        ),
+        ["line 1", "unknown column", "'memory_gb'", "did you mean 'memory_bytes'"],
+    ),
+    "no rows": (lambda h, r: (h, []), ["has a header but no rows"]),
+}
+
+_BAD_MODELS = {
+    "fractional layers": (
+        _set("llama-3.1-8b", "num_layers", "32.5"),
+        ["line 2", "'num_layers'", "whole number"],
+    ),
+    "text in an int": (_set("llama-3.1-8b", "num_kv_heads", "eight"), ["line 2", "'num_kv_heads'"]),
+    "zero heads": (_set("llama-3.1-8b", "num_kv_heads", "0"), ["'num_kv_heads'", "> 0"]),
+    "active above total": (
+        _set("mixtral-8x7b", "num_active_params", "50e9"),
+        ["'mixtral-8x7b'", "'num_active_params'", "exceed"],
+    ),
+    "dense with fewer active": (
+        _set("llama-3.1-8b", "num_active_params", "7e9"),
+        ["line 2", "'num_active_params'", "dense"],
+    ),
+    "heads not divisible": (
+        _set("llama-3.1-8b", "num_kv_heads", "5"),
+        ["line 2", "'num_kv_heads'", "not a multiple"],
+    ),
+    "more experts per token than experts": (
+        _set("mixtral-8x7b", "num_experts_per_token", "9"),
+        ["'num_experts_per_token'"],
+    ),
+    "duplicate column": (lambda h, r: ([*h, "name"], r), ["line 1", "name", "twice"]),
+    "typo in column": (
+        lambda h, r: (
+            [c if c != "num_kv_heads" else "num_kv_head" for c in h],
+            [{**row, "num_kv_head": row["num_kv_heads"]} for row in r],
+        ),
+        ["line 1", "unknown column", "'num_kv_head'", "did you mean 'num_kv_heads'"],
+    ),
+}
+
+
+def _expect_catalog_error(lookup, file: Path, fragments: list[str]) -> None:
+    with pytest.raises(CatalogError) as info:
+        lookup()
+    message = str(info.value)
+    assert str(file) in message
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+
+
+@pytest.mark.parametrize("case", sorted(_BAD_HARDWARE))
+def test_malformed_hardware_csv_names_file_line_and_column(tmp_catalog, case):
+    change, fragments = _BAD_HARDWARE[case]
+    _mutate(tmp_catalog, "hardware.csv", change)
+    _expect_catalog_error(lambda: hardware("a100-40gb"), tmp_catalog / "hardware.csv", fragments)
+
+
+@pytest.mark.parametrize("case", sorted(_BAD_MODELS))
+def test_malformed_models_csv_names_file_line_and_column(tmp_catalog, case):
+    change, fragments = _BAD_MODELS[case]
+    _mutate(tmp_catalog, "models.csv", change)
+    _expect_catalog_error(lambda: model("qwen2.5-72b"), tmp_catalog / "models.csv", fragments)
+
+
+def test_ragged_row_is_reported(tmp_catalog):
+    path = tmp_catalog / "hardware.csv"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines.append("tpu,Unquoted, comma,1e15,1e12,1e10,ICI,1e11,1e-5,src,")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _expect_catalog_error(list_hardware, path, [f"line {len(lines)}", "11 cells", "10 columns"])
+
+
+def test_empty_and_missing_files(tmp_catalog):
+    (tmp_catalog / "hardware.csv").write_text("", encoding="utf-8")
+    _expect_catalog_error(list_hardware, tmp_catalog / "hardware.csv", ["empty"])
+    (tmp_catalog / "models.csv").unlink()
+    _expect_catalog_error(list_models, tmp_catalog / "models.csv", ["does not exist"])
+
+
+def test_blank_lines_are_skipped_and_line_numbers_still_count_them(tmp_catalog):
+    path = tmp_catalog / "models.csv"
+    text = path.read_text(encoding="utf-8").replace("\n", "\n\n", 1)  # blank line after header
+    path.write_text(text, encoding="utf-8")
+    assert model("llama-3.1-8b").num_layers == 32
+    _mutate(tmp_catalog, "models.csv", _set("llama-3.1-8b", "num_layers", "x"))
+    path.write_text(path.read_text(encoding="utf-8").replace("\n", "\n\n", 1), encoding="utf-8")
+    catalog.clear_cache()
+    _expect_catalog_error(lambda: model("llama-3.1-8b"), path, ["line 3", "'num_layers'"])
+
+
+def test_optional_model_columns_take_their_defaults(tmp_catalog):
+    def dense_only_without_moe_columns(header, rows):
+        dropped = {"num_experts", "num_experts_per_token", "dtype_bytes"}
+        return [c for c in header if c not in dropped], [r for r in rows if r["num_experts"] == "1"]
+
+    _mutate(tmp_catalog, "models.csv", dense_only_without_moe_columns)
+    llama = model("llama-3.1-8b")
+    assert (llama.num_experts, llama.num_experts_per_token, llama.dtype_bytes) == (1, 1, 2)
+    assert "mixtral-8x7b" not in list_models()
+
+
+def test_integers_written_as_floats_are_accepted(tmp_catalog):
+    _mutate(tmp_catalog, "models.csv", _set("llama-3.1-8b", "num_layers", "32.0"))
+    assert model("llama-3.1-8b").num_layers == 32
+    assert isinstance(model("llama-3.1-8b").num_layers, int)
+
+
+# --------------------------------------------------------------------------------------------
+# Where the data is found
+# --------------------------------------------------------------------------------------------
+
+
+def test_data_path_finds_the_checkout_catalog():
+    directory = data_path("catalog")
+    assert (directory / "hardware.csv").is_file()
+    assert (directory / "models.csv").is_file()
+    assert data_path("catalog", "models.csv").is_file()
+
+
+def test_data_path_prefers_the_installed_copy(tmp_path, monkeypatch):
+    installed, checkout = tmp_path / "installed", tmp_path / "checkout"
+    for root in (installed, checkout):
+        (root / "measured").mkdir(parents=True)
+    monkeypatch.setattr(catalog, "_data_roots", lambda: (installed, checkout))
+    assert data_path("measured") == installed / "measured"
+    (installed / "measured").rmdir()
+    assert data_path("measured") == checkout / "measured"
+
+
+def test_data_path_names_both_places_when_missing():
+    with pytest.raises(CatalogError) as info:
+        data_path("no-such-folder")
+    installed, checkout = catalog._data_roots()
+    assert str(installed / "no-such-folder") in str(info.value)
+    assert str(checkout / "no-such-folder") in str(info.value)
+
+
+@pytest.mark.slow
+def test_installed_wheel_reads_its_own_catalog(tmp_path):
+    wheel_dir, target, elsewhere = tmp_path / "wheel", tmp_path / "site", tmp_path / "cwd"
+    elsewhere.mkdir()
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+    build = subprocess.run(
+        [
+            *pip,
+            "wheel",
+            ".",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-w",
+            str(wheel_dir),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert build.returncode == 0, build.stdout + build.stderr
+    (wheel,) = wheel_dir.glob("budgetlab-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for name in ("hardware.csv", "models.csv", "README.md"):
+        assert f"budgetlab/_data/catalog/{name}" in names
+
+    install = subprocess.run(
+        [*pip, "install", "--no-deps", "--no-index", "--target", str(target), str(wheel)],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert install.returncode == 0, install.stdout + install.stderr
+
+    probe = (
+        "import budgetlab, budgetlab.catalog as c\n"
+        "print(budgetlab.__file__)\n"
+        "print(c.data_path('catalog'))\n"
+        "print(repr(c.hardware('h100-sxm').dense_bf16_flops_per_s))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    package_file, catalog_dir, flops = result.stdout.splitlines()
+    assert Path(package_file).is_relative_to(target)
+    assert Path(catalog_dir) == target / "budgetlab" / "_data" / "catalog"
+    assert float(flops) == 989.4e12
