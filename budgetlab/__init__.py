@@ -40,5 +40,21 @@ from budgetlab.errors import (
 from budgetlab.memory import KVCapacity, activation_bytes, blocks_for_tokens, kv_bytes_per_token, kv_capacity
 from budgetlab.roofline import Batch, ConstantCost, CostModel, IdealCost, budget_for_step_time, knee_tokens
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
+from budgetlab.workload import (
+    Empirical,
+    Fixed,
+    LengthDistribution,
+    LogNormal,
+    Uniform,
+    code_like,
+    conversation_like,
+    gamma_arrivals,
+    load_trace,
+    poisson_arrivals,
+    requests_from_frame,
+    requests_to_frame,
+    synthetic_workload,
+    trace_stats,
+)
 
 __version__ = "0.1.0"

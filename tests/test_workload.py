@@ -1,0 +1,615 @@
+"""Tests for budgetlab.workload: arrivals, length distributions, presets and trace loading."""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from dataclasses import FrozenInstanceError
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from budgetlab.errors import TraceFormatError
+from budgetlab.specs import Request
+from budgetlab.workload import (
+    AZURE_COLUMNS,
+    CODE_OUTPUT,
+    CODE_PROMPT,
+    CONVERSATION_OUTPUT,
+    CONVERSATION_PROMPT,
+    SPLITWISE_COLUMNS,
+    Empirical,
+    Fixed,
+    LengthDistribution,
+    LogNormal,
+    Uniform,
+    code_like,
+    conversation_like,
+    gamma_arrivals,
+    load_trace,
+    poisson_arrivals,
+    requests_from_frame,
+    requests_to_frame,
+    synthetic_workload,
+    trace_stats,
+)
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+TRACES = SHARED_DATA / "traces"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "traces"
+needs_shared = pytest.mark.skipif(
+    not (TRACES / "splitwise_conv.csv").is_file() or not (TRACES / "splitwise_code.csv").is_file(),
+    reason=f"shared Splitwise traces not found under {TRACES} (they live next to the repo, "
+    "not in it; a user's clone does not have them)",
+)
+
+
+def write(tmp_path: Path, text: str, name: str = "trace.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# Arrivals
+# --------------------------------------------------------------------------------------------
+
+
+def test_poisson_arrivals_start_at_zero_and_hit_the_rate():
+    t = poisson_arrivals(rate_per_s=4.0, num_requests=20_000, seed=11)
+    assert t.shape == (20_000,)
+    assert t[0] == 0.0
+    assert np.all(np.diff(t) >= 0)
+    gaps = np.diff(t)
+    assert (t.size - 1) / t[-1] == pytest.approx(4.0, rel=0.03)
+    assert gaps.std() / gaps.mean() == pytest.approx(1.0, rel=0.05)  # exponential gaps
+
+
+def test_single_arrival_is_at_zero():
+    assert poisson_arrivals(rate_per_s=1.0, num_requests=1, seed=0).tolist() == [0.0]
+    assert gamma_arrivals(rate_per_s=1.0, cv=2.0, num_requests=1, seed=0).tolist() == [0.0]
+
+
+@pytest.mark.parametrize("cv", [0.5, 1.0, 2.0, 3.0])
+def test_gamma_arrivals_recover_rate_and_cv(cv):
+    t = gamma_arrivals(rate_per_s=10.0, cv=cv, num_requests=20_000, seed=3)
+    gaps = np.diff(t)
+    assert t[0] == 0.0 and np.all(gaps >= 0)
+    assert 1.0 / gaps.mean() == pytest.approx(10.0, rel=0.05)
+    assert gaps.std() / gaps.mean() == pytest.approx(cv, rel=0.10)
+
+
+def test_gamma_cv_one_matches_poisson_in_distribution():
+    g = np.diff(gamma_arrivals(rate_per_s=2.0, cv=1.0, num_requests=20_000, seed=5))
+    p = np.diff(poisson_arrivals(rate_per_s=2.0, num_requests=20_000, seed=6))
+    for q in (0.25, 0.5, 0.9):
+        assert np.quantile(g, q) == pytest.approx(np.quantile(p, q), rel=0.05)
+
+
+def test_gamma_cv_zero_is_evenly_spaced():
+    t = gamma_arrivals(rate_per_s=4.0, cv=0.0, num_requests=5, seed=0)
+    np.testing.assert_allclose(t, [0.0, 0.25, 0.5, 0.75, 1.0])
+
+
+def test_arrivals_are_seeded():
+    a = poisson_arrivals(rate_per_s=1.0, num_requests=50, seed=1)
+    b = poisson_arrivals(rate_per_s=1.0, num_requests=50, seed=1)
+    c = poisson_arrivals(rate_per_s=1.0, num_requests=50, seed=2)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "text"),
+    [
+        ({"rate_per_s": 0.0, "num_requests": 5}, ValueError, "rate_per_s"),
+        ({"rate_per_s": -1.0, "num_requests": 5}, ValueError, "rate_per_s"),
+        ({"rate_per_s": math.nan, "num_requests": 5}, ValueError, "rate_per_s"),
+        ({"rate_per_s": math.inf, "num_requests": 5}, ValueError, "rate_per_s"),
+        ({"rate_per_s": "5", "num_requests": 5}, TypeError, "rate_per_s"),
+        ({"rate_per_s": 1.0, "num_requests": 0}, ValueError, "num_requests"),
+        ({"rate_per_s": 1.0, "num_requests": 2.5}, TypeError, "num_requests"),
+        ({"rate_per_s": 1.0, "num_requests": True}, TypeError, "num_requests"),
+        ({"rate_per_s": 1.0, "num_requests": 5, "seed": -1}, ValueError, "seed"),
+    ],
+)
+def test_arrival_parameters_are_validated(kwargs, error, text):
+    with pytest.raises(error, match=text):
+        poisson_arrivals(**kwargs)
+
+
+@pytest.mark.parametrize("cv", [-0.1, math.nan, math.inf])
+def test_gamma_cv_is_validated(cv):
+    with pytest.raises(ValueError, match="cv"):
+        gamma_arrivals(rate_per_s=1.0, cv=cv, num_requests=3)
+
+
+# --------------------------------------------------------------------------------------------
+# Length distributions
+# --------------------------------------------------------------------------------------------
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def test_fixed():
+    x = Fixed(7).sample(100, rng())
+    assert x.dtype == np.int64 and x.tolist() == [7] * 100
+    assert Fixed(7).sample(0, rng()).shape == (0,)
+
+
+def test_uniform_bounds_are_inclusive_and_median_central():
+    x = Uniform(10, 20).sample(20_000, rng(1))
+    assert x.dtype == np.int64
+    assert x.min() == 10 and x.max() == 20
+    assert set(x.tolist()) == set(range(10, 21))
+    assert np.median(x) == 15
+    assert Uniform(5, 5).sample(10, rng()).tolist() == [5] * 10
+
+
+def test_lognormal_median_and_clipping():
+    dist = LogNormal(median_tokens=500, sigma=1.0, min_tokens=50, max_tokens=2000)
+    x = dist.sample(50_000, rng(2))
+    assert x.dtype == np.int64
+    assert x.min() == 50 and x.max() == 2000  # both clips bite with sigma = 1
+    assert np.median(x) == pytest.approx(500, rel=0.03)
+    # the clip moves mass onto the bounds, it does not redraw
+    assert np.mean(x == 2000) == pytest.approx(1 - 0.9165, abs=0.01)  # P(Z > ln 4)
+
+
+def test_lognormal_sigma_zero_and_unbounded():
+    assert LogNormal(median_tokens=123, sigma=0.0).sample(5, rng()).tolist() == [123] * 5
+    x = LogNormal(median_tokens=100, sigma=0.5).sample(10_000, rng(3))
+    assert x.min() >= 1
+    assert np.median(x) == pytest.approx(100, rel=0.03)
+    sigma_hat = np.log(x).std()
+    assert sigma_hat == pytest.approx(0.5, rel=0.05)
+
+
+def test_empirical_only_yields_observed_values():
+    observed = [3, 3, 3, 10, 250]
+    x = Empirical(observed).sample(10_000, rng(4))
+    assert set(x.tolist()) == {3, 10, 250}
+    assert np.mean(x == 3) == pytest.approx(0.6, abs=0.02)
+    assert Empirical(np.array([4, 5])).values == (4, 5)
+    assert Empirical([2.0, 3.0]).values == (2, 3)  # whole-valued floats are fine
+    assert "5 values" in repr(Empirical(observed))
+
+
+def test_distributions_are_frozen_and_hashable():
+    with pytest.raises(FrozenInstanceError):
+        Fixed(3).tokens = 4  # type: ignore[misc]
+    assert len({Fixed(3), Fixed(3), Uniform(1, 2), Empirical([1, 2]), Empirical([1, 2])}) == 3
+    for dist in (Fixed(1), Uniform(1, 2), LogNormal(10, 1.0), Empirical([1])):
+        assert isinstance(dist, LengthDistribution)
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "text"),
+    [
+        (lambda: Fixed(0), ValueError, "tokens"),
+        (lambda: Fixed(2.5), TypeError, "tokens"),
+        (lambda: Uniform(0, 4), ValueError, "low_tokens"),
+        (lambda: Uniform(5, 3), ValueError, "high_tokens"),
+        (lambda: LogNormal(0, 1.0), ValueError, "median_tokens"),
+        (lambda: LogNormal(100, -0.5), ValueError, "sigma"),
+        (lambda: LogNormal(100, math.nan), ValueError, "sigma"),
+        (lambda: LogNormal(100, 1.0, min_tokens=0), ValueError, "min_tokens"),
+        (lambda: LogNormal(100, 1.0, min_tokens=200), ValueError, "min_tokens"),
+        (lambda: LogNormal(100, 1.0, max_tokens=50), ValueError, "max_tokens"),
+        (lambda: LogNormal(5, 1.0, min_tokens=10, max_tokens=8), ValueError, "max_tokens"),
+        (lambda: Empirical([]), ValueError, "non-empty"),
+        (lambda: Empirical([3, 0]), ValueError, r"values\[1\]"),
+        (lambda: Empirical([3, 1.5]), ValueError, r"values\[1\]"),
+        (lambda: Empirical(["a"]), TypeError, "ints"),
+        (lambda: Empirical("123"), TypeError, "sequence"),
+    ],
+)
+def test_distribution_parameters_are_validated(make, error, text):
+    with pytest.raises(error, match=text):
+        make()
+
+
+def test_sample_wants_a_generator_and_a_count():
+    with pytest.raises(TypeError, match="Generator"):
+        Uniform(1, 2).sample(3, 42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="n must be"):
+        Fixed(1).sample(-1, rng())
+
+
+# --------------------------------------------------------------------------------------------
+# Synthetic workloads
+# --------------------------------------------------------------------------------------------
+
+
+def test_same_seed_same_workload_different_seed_different():
+    kwargs = dict(num_requests=200, rate_per_s=3.0, prompt=LogNormal(500, 1.0), output=Uniform(1, 300))
+    a = synthetic_workload(**kwargs, seed=7)
+    assert a == synthetic_workload(**kwargs, seed=7)
+    b = synthetic_workload(**kwargs, seed=8)
+    assert a != b
+    assert [r.request_id for r in a] == list(range(200))
+    assert a[0].arrival_at_s == 0.0
+    assert all(isinstance(r, Request) for r in a)
+    assert all(type(r.prompt_tokens) is int and type(r.arrival_at_s) is float for r in a)
+
+
+def test_child_streams_are_independent():
+    base = dict(num_requests=100, rate_per_s=2.0, seed=1)
+    a = synthetic_workload(**base, prompt=Uniform(1, 100), output=LogNormal(50, 0.8))
+    b = synthetic_workload(**base, prompt=LogNormal(2000, 1.2), output=LogNormal(50, 0.8))
+    assert [r.output_tokens for r in a] == [r.output_tokens for r in b]
+    assert [r.arrival_at_s for r in a] == [r.arrival_at_s for r in b]
+    assert [r.prompt_tokens for r in a] != [r.prompt_tokens for r in b]
+    c = synthetic_workload(**base, prompt=Uniform(1, 100), output=Fixed(9))
+    assert [r.prompt_tokens for r in a] == [r.prompt_tokens for r in c]
+    d = synthetic_workload(**base, prompt=Uniform(1, 100), output=LogNormal(50, 0.8), arrivals="gamma", cv=3.0)
+    assert [(r.prompt_tokens, r.output_tokens) for r in a] == [(r.prompt_tokens, r.output_tokens) for r in d]
+    assert [r.arrival_at_s for r in a] != [r.arrival_at_s for r in d]
+
+
+def test_int_lengths_mean_fixed():
+    reqs = synthetic_workload(num_requests=5, rate_per_s=1.0, prompt=100, output=Fixed(20))
+    assert {(r.prompt_tokens, r.output_tokens) for r in reqs} == {(100, 20)}
+
+
+def test_gamma_workload_is_burstier():
+    reqs = synthetic_workload(num_requests=20_000, rate_per_s=5.0, prompt=10, output=10, arrivals="gamma", cv=2.5)
+    stats = trace_stats(reqs)
+    assert stats["rate_per_s"] == pytest.approx(5.0, rel=0.05)
+    assert stats["interarrival_cv"] == pytest.approx(2.5, rel=0.1)
+
+
+def test_a_custom_distribution_is_checked():
+    class Bad:
+        def sample(self, n, rng):
+            return np.zeros(n, dtype=int)
+
+    with pytest.raises(ValueError, match=">= 1"):
+        synthetic_workload(num_requests=3, rate_per_s=1.0, prompt=Bad(), output=1)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "text"),
+    [
+        ({"cv": 2.0}, ValueError, "arrivals='gamma'"),
+        ({"arrivals": "uniform"}, ValueError, "poisson, gamma"),
+        ({"prompt": "long"}, TypeError, "prompt"),
+        ({"output": 0}, ValueError, "tokens"),
+        ({"seed": -3}, ValueError, "seed"),
+        ({"num_requests": 0}, ValueError, "num_requests"),
+    ],
+)
+def test_synthetic_workload_validates(kwargs, error, text):
+    args = dict(num_requests=3, rate_per_s=1.0, prompt=10, output=10) | kwargs
+    with pytest.raises(error, match=text):
+        synthetic_workload(**args)
+
+
+def test_conversation_like_matches_the_published_medians():
+    stats = trace_stats(conversation_like(num_requests=20_000, rate_per_s=5.5, seed=0))
+    assert stats["prompt_p50_tokens"] == pytest.approx(1020, rel=0.03)
+    assert stats["output_p50_tokens"] == pytest.approx(129, rel=0.03)
+    assert stats["prompt_p90_tokens"] == pytest.approx(2734.5, rel=0.05)
+    assert stats["output_p90_tokens"] == pytest.approx(424, rel=0.05)
+    assert stats["rate_per_s"] == pytest.approx(5.5, rel=0.05)
+    reqs = conversation_like(num_requests=2_000, rate_per_s=1.0, seed=1)
+    assert max(r.prompt_tokens for r in reqs) <= 14050 and max(r.output_tokens for r in reqs) <= 1000
+    assert reqs == conversation_like(num_requests=2_000, rate_per_s=1.0, seed=1)
+
+
+def test_code_like_matches_the_published_medians():
+    stats = trace_stats(code_like(num_requests=20_000, rate_per_s=2.6, seed=0))
+    assert stats["prompt_p50_tokens"] == pytest.approx(1469, rel=0.03)
+    assert stats["output_p50_tokens"] == pytest.approx(13, abs=1)
+    assert stats["output_p90_tokens"] == pytest.approx(55, rel=0.08)
+    bursty = trace_stats(code_like(num_requests=20_000, rate_per_s=2.6, seed=0, arrivals="gamma", cv=4.0))
+    assert bursty["interarrival_cv"] > 3.0
+
+
+@needs_shared
+@pytest.mark.parametrize(
+    ("name", "prompt", "output"),
+    [
+        ("splitwise_conv.csv", CONVERSATION_PROMPT, CONVERSATION_OUTPUT),
+        ("splitwise_code.csv", CODE_PROMPT, CODE_OUTPUT),
+    ],
+)
+def test_preset_constants_follow_the_documented_derivation(name, prompt, output):
+    """median = trace median, sigma = ln(p90/p50)/z_0.9, max = trace max (see workload.py)."""
+    frame = pd.read_csv(TRACES / name)
+    z90 = 1.2815515655446004
+    for column, dist in (("num_prefill_tokens", prompt), ("num_decode_tokens", output)):
+        values = frame[column].to_numpy()
+        p50, p90 = np.quantile(values, [0.5, 0.9])
+        assert dist.median_tokens == p50
+        assert dist.sigma == pytest.approx(math.log(p90 / p50) / z90, abs=6e-5)
+        assert dist.max_tokens == values.max()
+        assert dist.min_tokens == 1
+
+
+# --------------------------------------------------------------------------------------------
+# Loading traces
+# --------------------------------------------------------------------------------------------
+
+
+@needs_shared
+@pytest.mark.parametrize(
+    ("name", "count", "prompt_p50", "output_p50", "rate"),
+    [
+        ("splitwise_conv.csv", 19_366, 1020, 129, 5.5),
+        ("splitwise_code.csv", 8_819, 1469, 13, 2.6),
+    ],
+)
+def test_shared_traces_load_fully(name, count, prompt_p50, output_p50, rate):
+    reqs = load_trace(TRACES / name)
+    assert len(reqs) == count
+    assert [r.request_id for r in reqs[:3]] == [0, 1, 2] and reqs[-1].request_id == count - 1
+    raw = pd.read_csv(TRACES / name)
+    assert [r.arrival_at_s for r in reqs] == raw["arrived_at"].tolist()
+    assert [r.prompt_tokens for r in reqs] == raw["num_prefill_tokens"].tolist()
+    assert [r.output_tokens for r in reqs] == raw["num_decode_tokens"].tolist()
+    stats = trace_stats(reqs)
+    assert stats["num_requests"] == count
+    assert stats["prompt_p50_tokens"] == prompt_p50
+    assert stats["output_p50_tokens"] == output_p50
+    assert stats["rate_per_s"] == pytest.approx(rate, rel=0.05)
+
+
+@needs_shared
+def test_shared_trace_rescaled_and_resampled():
+    reqs = load_trace(TRACES / "splitwise_conv.csv", rate_per_s=11.0)
+    assert trace_stats(reqs)["rate_per_s"] == pytest.approx(11.0, rel=1e-12)
+    prompts = Empirical([r.prompt_tokens for r in reqs])
+    x = prompts.sample(1000, rng())
+    assert set(x.tolist()) <= set(prompts.values)
+
+
+AZURE_SECONDS = [0.0, 4.314579, 4.541877, 4.710427, 5.31941, 5.31941, 8.81941, 14.4428667]
+
+
+def test_azure_fixture_loads():
+    reqs = load_trace(FIXTURES / "azure_sample.csv")
+    assert [r.request_id for r in reqs] == list(range(8))
+    np.testing.assert_allclose([r.arrival_at_s for r in reqs], AZURE_SECONDS, rtol=0, atol=1e-6)
+    assert [r.prompt_tokens for r in reqs] == [374, 396, 879, 91, 2048, 1200, 5012, 733]
+    assert [r.output_tokens for r in reqs] == [44, 109, 55, 16, 1, 230, 12, 402]
+
+
+def test_time_scale_halves_the_duration():
+    path = FIXTURES / "azure_sample.csv"
+    full = trace_stats(load_trace(path))
+    fast = load_trace(path, time_scale=0.5)
+    assert trace_stats(fast)["duration_s"] == pytest.approx(full["duration_s"] / 2)
+    assert trace_stats(fast)["rate_per_s"] == pytest.approx(full["rate_per_s"] * 2)
+    np.testing.assert_allclose([r.arrival_at_s for r in fast], np.array(AZURE_SECONDS) / 2, atol=1e-6)
+    slow = load_trace(path, time_scale=2.0)
+    assert trace_stats(slow)["duration_s"] == pytest.approx(full["duration_s"] * 2)
+
+
+def test_rate_per_s_hits_the_rate(tmp_path):
+    path = write(tmp_path, "arrived_at,num_prefill_tokens,num_decode_tokens\n1,5,5\n2,5,5\n4,5,5\n7,5,5\n")
+    reqs = load_trace(path, rate_per_s=3.0)
+    assert trace_stats(reqs)["rate_per_s"] == pytest.approx(3.0)
+    assert [r.arrival_at_s for r in reqs] == pytest.approx([1 / 6, 2 / 6, 4 / 6, 7 / 6])
+    assert trace_stats(load_trace(FIXTURES / "azure_sample.csv", rate_per_s=0.25))["rate_per_s"] == pytest.approx(0.25)
+
+
+def test_max_requests_keeps_the_first_rows(tmp_path):
+    reqs = load_trace(FIXTURES / "azure_sample.csv", max_requests=3)
+    assert [r.prompt_tokens for r in reqs] == [374, 396, 879]
+    assert len(load_trace(FIXTURES / "azure_sample.csv", max_requests=100)) == 8
+    scaled = load_trace(FIXTURES / "azure_sample.csv", max_requests=4, rate_per_s=1.0)
+    assert trace_stats(scaled)["rate_per_s"] == pytest.approx(1.0)
+    # the whole file is still validated
+    path = write(tmp_path, "arrived_at,num_prefill_tokens,num_decode_tokens\n0,5,5\n1,5,x\n")
+    with pytest.raises(TraceFormatError, match="line 3"):
+        load_trace(path, max_requests=1)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "text"),
+    [
+        ({"time_scale": 0.5, "rate_per_s": 2.0}, ValueError, "not both"),
+        ({"time_scale": 0.0}, ValueError, "time_scale"),
+        ({"time_scale": -1.0}, ValueError, "time_scale"),
+        ({"rate_per_s": math.inf}, ValueError, "rate_per_s"),
+        ({"max_requests": 0}, ValueError, "max_requests"),
+        ({"max_requests": 1, "rate_per_s": 2.0}, TraceFormatError, "same instant"),
+    ],
+)
+def test_load_trace_options_are_validated(kwargs, error, text):
+    with pytest.raises(error, match=text):
+        load_trace(FIXTURES / "azure_sample.csv", **kwargs)
+
+
+def test_tolerated_variations(tmp_path):
+    text = (
+        "\ufeff arrived_at , num_prefill_tokens,num_decode_tokens,note\r\n"
+        "0.0, 12 ,3,first\r\n"
+        "\r\n"
+        "0.5,12.0,1e1,\"a, quoted\nnote\"\r\n"
+        "0.5,7,2,\r\n"
+        "\r\n"
+    )
+    reqs = load_trace(write(tmp_path, text))
+    assert reqs == [Request(0, 0.0, 12, 3), Request(1, 0.5, 12, 10), Request(2, 0.5, 7, 2)]
+
+
+SPLIT = "arrived_at,num_prefill_tokens,num_decode_tokens\n"
+AZURE = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+T0 = "2023-11-16 18:15:46.6805900"
+
+# (csv text, line the message must name, column it must name, another phrase it must hold)
+MALFORMED = {
+    "missing column": (
+        "arrived_at,num_prefill_tokens\n0,5\n", 1, "num_decode_tokens", "TIMESTAMP, ContextTokens"
+    ),
+    "missing azure column": (
+        "TIMESTAMP,ContextTokens,tokens_out\n" + T0 + ",5,5\n", 1, "GeneratedTokens", "arrived_at"
+    ),
+    "empty file": ("", 1, "num_prefill_tokens", "empty"),
+    "blank file": ("\n\n", 1, "GeneratedTokens", "empty"),
+    "header only": (SPLIT, 2, "num_decode_tokens", "header"),
+    "header and blank lines": (SPLIT + "\n,,\n", 2, "arrived_at", "header"),
+    "duplicate column": (
+        "arrived_at,num_prefill_tokens,num_decode_tokens,num_decode_tokens\n0,1,1,1\n",
+        1, "num_decode_tokens", "twice",
+    ),
+    "both formats": (
+        "arrived_at,num_prefill_tokens,num_decode_tokens,TIMESTAMP,ContextTokens,GeneratedTokens\n",
+        1, "TIMESTAMP", "both",
+    ),
+    "non-numeric prompt": (SPLIT + "0,5,5\n1,lots,5\n", 3, "num_prefill_tokens", "'lots'"),
+    "non-integer prompt": (SPLIT + "0,5,5\n1,12.5,5\n", 3, "num_prefill_tokens", "12.5"),
+    "negative output": (SPLIT + "0,5,-3\n", 2, "num_decode_tokens", "-3"),
+    "zero prompt": (SPLIT + "0,5,5\n1,5,5\n2,0,5\n", 4, "num_prefill_tokens", ">= 1"),
+    "zero output": (SPLIT + "0,5,5\n1,5,0\n", 3, "num_decode_tokens", "first token"),
+    "empty token cell": (SPLIT + "0,5,5\n1,,5\n", 3, "num_prefill_tokens", "empty"),
+    "short row": (SPLIT + "0,5,5\n1,5\n", 3, "num_decode_tokens", "empty"),
+    "long row": (SPLIT + "0,5,5\n1,5,5,9\n", 3, "", "4 cells"),
+    "NaN time": (SPLIT + "0,5,5\nnan,5,5\n", 3, "arrived_at", "finite"),
+    "infinite time": (SPLIT + "0,5,5\ninf,5,5\n", 3, "arrived_at", "finite"),
+    "non-numeric time": (SPLIT + "soon,5,5\n", 2, "arrived_at", "'soon'"),
+    "negative time": (SPLIT + "-1.5,5,5\n", 2, "arrived_at", ">= 0"),
+    "empty time": (SPLIT + "0,5,5\n,5,5\n", 3, "arrived_at", "empty"),
+    "time backwards": (SPLIT + "0,5,5\n2.5,5,5\n2.0,5,5\n", 4, "arrived_at", "backwards"),
+    "first problem wins": (SPLIT + "0,5,5\n3,5,5\n2,5,5\n4,x,5\n", 4, "arrived_at", "backwards"),
+    "row order before column order": (SPLIT + "0,5,5\n1,5,y\n2,x,5\n", 3, "num_decode_tokens", "'y'"),
+    "line after blank lines": (SPLIT + "0,5,5\n\n\n1,5,5.5\n", 5, "num_decode_tokens", "5.5"),
+    "line after a quoted line break": (
+        "arrived_at,num_prefill_tokens,num_decode_tokens,note\n0,5,5,\"two\nlines\"\n1,-5,5,ok\n",
+        4, "num_prefill_tokens", "-5",
+    ),
+    "unparseable timestamp": (
+        AZURE + T0 + ",5,5\n2023-11-16 25:99:00,5,5\n", 3, "TIMESTAMP", "ISO 8601"
+    ),
+    "empty timestamp": (AZURE + T0 + ",5,5\n,5,5\n", 3, "TIMESTAMP", "empty"),
+    "timestamp backwards": (
+        AZURE + T0 + ",5,5\n2023-11-16 18:15:40.0,5,5\n", 3, "TIMESTAMP", "backwards"
+    ),
+    "azure non-integer tokens": (AZURE + T0 + ",5,2.25\n", 2, "GeneratedTokens", "2.25"),
+    "azure zero context": (AZURE + T0 + ",0,3\n", 2, "ContextTokens", ">= 1"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_malformed_trace_is_refused_with_file_line_and_column(tmp_path, case):
+    text, line, column, phrase = MALFORMED[case]
+    path = write(tmp_path, text, name="bad_trace_case.csv")
+    with pytest.raises(TraceFormatError) as info:
+        load_trace(path)
+    message = str(info.value)
+    assert "bad_trace_case.csv" in message
+    assert f"line {line}" in message and f"line {line}0" not in message
+    assert column in message
+    assert phrase in message
+    assert isinstance(info.value, ValueError)
+
+
+def test_missing_file_and_bad_encoding(tmp_path):
+    with pytest.raises(TraceFormatError, match="nope.csv.*does not exist"):
+        load_trace(tmp_path / "nope.csv")
+    with pytest.raises(TraceFormatError, match="directory"):
+        load_trace(tmp_path)
+    bad = tmp_path / "latin1.csv"
+    bad.write_bytes(SPLIT.encode() + "0,5,5\n1,5,5 caf\xe9\n".encode("latin-1"))
+    with pytest.raises(TraceFormatError, match="latin1.csv"):
+        load_trace(bad)
+
+
+# Hypothesis: any valid generated trace, in either format, round-trips exactly.
+
+rows_strategy = st.lists(
+    st.tuples(
+        st.integers(min_value=0, max_value=10**8),  # gap [us]
+        st.integers(min_value=1, max_value=200_000),  # prompt [tokens]
+        st.integers(min_value=1, max_value=20_000),  # output [tokens]
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=rows_strategy,
+    azure=st.booleans(),
+    start_us=st.integers(min_value=0, max_value=10**9),
+    extra_column=st.booleans(),
+    trailing_blank=st.booleans(),
+)
+def test_valid_trace_round_trips(rows, azure, start_us, extra_column, trailing_blank):
+    arrival_us = np.cumsum([start_us] + [gap for gap, _, _ in rows[1:]]).tolist()
+    base = datetime(2023, 11, 16, 18, 15, 46)
+    lines = []
+    header = list(AZURE_COLUMNS if azure else SPLITWISE_COLUMNS) + (["extra"] if extra_column else [])
+    lines.append(",".join(header))
+    for us, (_, prompt, output) in zip(arrival_us, rows):
+        if azure:
+            when = (base + timedelta(microseconds=us)).isoformat(sep=" ", timespec="microseconds")
+        else:
+            when = repr(us / 1e6)
+        cells = [when, str(prompt), str(output)] + (["x"] if extra_column else [])
+        lines.append(",".join(cells))
+    text = "\n".join(lines) + "\n" + ("\n" if trailing_blank else "")
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "generated.csv"
+        path.write_text(text, encoding="utf-8")
+        reqs = load_trace(path)
+    assert [r.request_id for r in reqs] == list(range(len(rows)))
+    assert [(r.prompt_tokens, r.output_tokens) for r in reqs] == [(p, o) for _, p, o in rows]
+    if azure:
+        expected = [(us - arrival_us[0]) / 1e6 for us in arrival_us]
+        np.testing.assert_allclose([r.arrival_at_s for r in reqs], expected, rtol=0, atol=1e-6)
+    else:
+        assert [r.arrival_at_s for r in reqs] == [us / 1e6 for us in arrival_us]
+    assert requests_from_frame(requests_to_frame(reqs)) == reqs
+
+
+# --------------------------------------------------------------------------------------------
+# Stats and frames
+# --------------------------------------------------------------------------------------------
+
+
+def test_trace_stats_by_hand():
+    reqs = [Request(0, 1.0, 10, 1), Request(1, 2.0, 20, 3), Request(2, 4.0, 30, 5), Request(3, 5.0, 40, 7)]
+    stats = trace_stats(reqs)
+    assert stats["num_requests"] == 4
+    assert stats["duration_s"] == 4.0
+    assert stats["rate_per_s"] == 0.75
+    gaps = np.array([1.0, 2.0, 1.0])
+    assert stats["interarrival_cv"] == pytest.approx(gaps.std() / gaps.mean())
+    assert stats["prompt_p50_tokens"] == 25.0 and stats["prompt_mean_tokens"] == 25.0
+    assert stats["prompt_p90_tokens"] == pytest.approx(37.0)
+    assert stats["output_p50_tokens"] == 4.0 and stats["output_mean_tokens"] == 4.0
+    single = trace_stats([Request(0, 0.0, 5, 5)])
+    assert single["duration_s"] == 0.0 and math.isnan(single["rate_per_s"])
+    with pytest.raises(ValueError, match="at least one"):
+        trace_stats([])
+
+
+def test_frames_round_trip():
+    reqs = synthetic_workload(num_requests=30, rate_per_s=2.0, prompt=Uniform(1, 50), output=Uniform(1, 9), seed=4)
+    frame = requests_to_frame(reqs)
+    assert list(frame.columns) == ["request_id", "arrival_at_s", "prompt_tokens", "output_tokens"]
+    assert frame["prompt_tokens"].dtype == np.int64 and frame["arrival_at_s"].dtype == np.float64
+    assert requests_from_frame(frame) == reqs
+    assert list(requests_to_frame([]).columns) == list(frame.columns)
+
+
+def test_requests_from_frame_defaults_and_errors():
+    frame = pd.DataFrame({"arrival_at_s": [0, 1.5], "prompt_tokens": [3.0, 4.0], "output_tokens": [1, 2]})
+    assert requests_from_frame(frame) == [Request(0, 0.0, 3, 1), Request(1, 1.5, 4, 2)]
+    named = frame.assign(request_id=["a", "b"])
+    assert [r.request_id for r in requests_from_frame(named)] == ["a", "b"]
+    with pytest.raises(ValueError, match="output_tokens"):
+        requests_from_frame(frame.drop(columns="output_tokens"))
+    with pytest.raises(ValueError, match="frame row 1"):
+        requests_from_frame(frame.assign(prompt_tokens=[3.0, 4.5]))
