@@ -17,6 +17,7 @@ prompt in one step).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,13 +25,14 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from budgetlab.roofline import IdealCost
+from budgetlab.roofline import Batch, CostModel
 
 __all__ = [
     "StepFill",
     "fill_step",
     "prefill_tokens_left",
     "chunk_schedule",
+    "prompt_steps",
     "ttft_s",
     "longest_gap_s",
     "budget_tradeoff",
@@ -172,30 +174,70 @@ def chunk_schedule(
     return chunks
 
 
-def _chunk_counts(
-    budget_tokens: ArrayLike | None, num_decodes: int, prompt_tokens: int, threshold: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Chunk size, number of full chunks and last partial chunk for each budget (closed form)."""
+def prompt_steps(
+    *,
+    budget_tokens: int | None,
+    num_decodes: int,
+    prompt_tokens: int,
+    decode_context_tokens: int = 0,
+    long_prefill_token_threshold: int = 0,
+) -> list[Batch]:
+    """The steps that ingest the prompt, as :class:`~budgetlab.roofline.Batch` compositions.
+
+    Step ``i`` holds the ``num_decodes`` decodes, each with ``decode_context_tokens + i`` tokens
+    already cached, and the prompt's ``i``-th chunk, which attends to the chunks before it.
+    Any cost model turns these into times; the idealized one only counts their tokens.
+    """
+    chunks = chunk_schedule(
+        budget_tokens=budget_tokens,
+        num_decodes=num_decodes,
+        prompt_tokens=prompt_tokens,
+        long_prefill_token_threshold=long_prefill_token_threshold,
+    )
+    if decode_context_tokens < 0:
+        raise ValueError(f"decode_context_tokens must be >= 0, got {decode_context_tokens}")
+    done = np.concatenate([[0], np.cumsum(chunks)[:-1]])
+    return [
+        Batch(
+            num_decodes=num_decodes,
+            decode_context_tokens=num_decodes * (decode_context_tokens + step),
+            prefill_tokens=(chunk,),
+            prefill_context_tokens=(int(cached),),
+        )
+        for step, (chunk, cached) in enumerate(zip(chunks, done))
+    ]
+
+
+def _per_budget(
+    reduce, cost: CostModel, budget_tokens: ArrayLike | None, **scenario: int
+) -> np.ndarray | float:
+    """Apply ``reduce`` to the step times of the prompt's steps, for each budget."""
     if budget_tokens is None:
-        return np.asarray(prompt_tokens), np.asarray(1), np.asarray(0)
-    budget = np.asarray(budget_tokens)
-    if budget.dtype == object or not np.issubdtype(budget.dtype, np.integer):
-        if not np.all(np.isfinite(budget.astype(float))) or np.any(budget != np.floor(budget)):
-            raise ValueError(f"budget_tokens must be whole numbers of tokens, got {budget_tokens!r}")
-        budget = budget.astype(np.int64)
-    _check_budget_leaves_room(budget, num_decodes)
-    chunk = budget - num_decodes
-    if threshold > 0 and num_decodes > 0:
-        chunk = np.minimum(chunk, threshold)
-    return chunk, prompt_tokens // chunk, prompt_tokens % chunk
+        budgets = np.asarray(None, dtype=object)
+    else:
+        budgets = np.asarray(budget_tokens)
+        if budgets.dtype == object or not np.issubdtype(budgets.dtype, np.integer):
+            as_float = budgets.astype(float)
+            if not np.all(np.isfinite(as_float)) or np.any(as_float != np.floor(as_float)):
+                raise ValueError(f"budget_tokens must be whole numbers of tokens, got {budget_tokens!r}")
+            budgets = as_float.astype(np.int64)
+        _check_budget_leaves_room(budgets, scenario["num_decodes"])
+    values = np.array(
+        [
+            reduce([cost.batch_time_s(batch) for batch in prompt_steps(budget_tokens=budget, **scenario)])
+            for budget in budgets.ravel().tolist()
+        ]
+    ).reshape(budgets.shape)
+    return float(values) if values.ndim == 0 else values
 
 
 def ttft_s(
-    cost: IdealCost,
+    cost: CostModel,
     *,
     budget_tokens: ArrayLike | None,
     num_decodes: int,
     prompt_tokens: int,
+    decode_context_tokens: int = 0,
     long_prefill_token_threshold: int = 0,
 ) -> np.ndarray | float:
     """Time from the prompt's arrival (at a step start) to its first token [s] (vectorized).
@@ -205,49 +247,61 @@ def ttft_s(
 
     Parameters
     ----------
-    cost : IdealCost
-        Step-cost model with a vectorized ``step_time_s(num_tokens)``.
+    cost : cost model
+        :class:`~budgetlab.roofline.IdealCost`, :class:`~budgetlab.calibrated.CalibratedCost`
+        or anything with ``batch_time_s``.
     budget_tokens : int, array_like of int, or None
         Token budget(s) [tokens]; ``None`` = no budget (one step of decodes + whole prompt).
     num_decodes : int
         Requests decoding meanwhile, one token each per step [count].
     prompt_tokens : int
         Prompt length [tokens].
+    decode_context_tokens : int
+        Tokens each decoder has cached when the prompt arrives [tokens]; only cost models with
+        attention or KV reads care.
     long_prefill_token_threshold : int
         Optional cap on a chunk [tokens] (0: none).
     """
-    _check_scenario(num_decodes=num_decodes, prompt_tokens=prompt_tokens)
-    chunk, num_full, last = _chunk_counts(budget_tokens, num_decodes, prompt_tokens, long_prefill_token_threshold)
-    time_s = num_full * cost.step_time_s(num_decodes + chunk) + np.where(
-        last > 0, cost.step_time_s(num_decodes + last), 0.0
+    return _per_budget(
+        math.fsum,
+        cost,
+        budget_tokens,
+        num_decodes=num_decodes,
+        prompt_tokens=prompt_tokens,
+        decode_context_tokens=decode_context_tokens,
+        long_prefill_token_threshold=long_prefill_token_threshold,
     )
-    time_s = np.asarray(time_s, dtype=float)
-    return float(time_s) if time_s.ndim == 0 else time_s
 
 
 def longest_gap_s(
-    cost: IdealCost,
+    cost: CostModel,
     *,
     budget_tokens: ArrayLike | None,
     num_decodes: int,
     prompt_tokens: int,
+    decode_context_tokens: int = 0,
     long_prefill_token_threshold: int = 0,
 ) -> np.ndarray | float:
     """Longest wait between two tokens of a decoding user while the prompt is ingested [s].
 
-    Each decoder gets one token per step, so its longest gap is the longest step: the one with
-    the biggest prompt chunk (the first). Without a budget that is one step holding the whole
-    prompt. Parameters as in :func:`ttft_s` (vectorized over ``budget_tokens``).
+    Each decoder gets one token per step, so its longest gap is the longest step: in the
+    idealized model the one with the biggest prompt chunk (the first). Without a budget that is
+    one step holding the whole prompt. Parameters as in :func:`ttft_s` (vectorized over
+    ``budget_tokens``).
     """
-    _check_scenario(num_decodes=num_decodes, prompt_tokens=prompt_tokens)
-    chunk, num_full, last = _chunk_counts(budget_tokens, num_decodes, prompt_tokens, long_prefill_token_threshold)
-    biggest_chunk = np.where(num_full > 0, chunk, last)
-    time_s = np.asarray(cost.step_time_s(num_decodes + biggest_chunk), dtype=float)
-    return float(time_s) if time_s.ndim == 0 else time_s
+    return _per_budget(
+        max,
+        cost,
+        budget_tokens,
+        num_decodes=num_decodes,
+        prompt_tokens=prompt_tokens,
+        decode_context_tokens=decode_context_tokens,
+        long_prefill_token_threshold=long_prefill_token_threshold,
+    )
 
 
 def budget_tradeoff(
-    cost: IdealCost,
+    cost: CostModel,
     *,
     small_budget_tokens: int,
     big_budget_tokens: int,
@@ -275,7 +329,7 @@ def budget_tradeoff(
             {
                 "budget": label,
                 "budget_tokens": budget,
-                "decode_only_step_s": float(cost.step_time_s(num_decodes)),
+                "decode_only_step_s": cost.batch_time_s(Batch(num_decodes=num_decodes)),
                 "prompt_step_s": longest_gap_s(
                     cost, budget_tokens=budget, num_decodes=num_decodes, prompt_tokens=prompt_tokens
                 ),

@@ -8,6 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from budgetlab import (
+    Batch,
+    prompt_steps,
     budget_tradeoff,
     chunk_schedule,
     fill_step,
@@ -172,7 +174,7 @@ def test_chunks_sum_to_prompt_and_fit_the_budget(extra, num_decodes, prompt, thr
     prompt=st.integers(1, 20_000),
     threshold=st.integers(0, 4000),
 )
-def test_closed_form_ttft_matches_the_step_by_step_chunks(ideal, extra, num_decodes, prompt, threshold):
+def test_ttft_and_gap_add_up_the_chunk_steps(ideal, extra, num_decodes, prompt, threshold):
     budget = num_decodes + extra
     chunks = chunk_schedule(
         budget_tokens=budget, num_decodes=num_decodes, prompt_tokens=prompt, long_prefill_token_threshold=threshold
@@ -201,3 +203,12 @@ def test_bigger_budget_longer_gap_and_no_later_first_token(ideal, budgets, num_d
     # that chunk's step may be padded up to the weight read.
     assert ttft[1] <= ttft[0] + ideal.weight_read_s + 1e-15
     assert ttft_s(ideal, budget_tokens=None, **scenario) <= ttft[1] + ideal.weight_read_s + 1e-15
+
+
+def test_prompt_steps_carry_contexts():
+    steps = prompt_steps(budget_tokens=2048, num_decodes=100, prompt_tokens=5000, decode_context_tokens=1000)
+    assert steps == [
+        Batch(num_decodes=100, decode_context_tokens=100_000, prefill_tokens=(1948,), prefill_context_tokens=(0,)),
+        Batch(num_decodes=100, decode_context_tokens=100_100, prefill_tokens=(1948,), prefill_context_tokens=(1948,)),
+        Batch(num_decodes=100, decode_context_tokens=100_200, prefill_tokens=(1104,), prefill_context_tokens=(3896,)),
+    ]

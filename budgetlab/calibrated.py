@@ -1,0 +1,565 @@
+"""The calibrated step cost: what real forward passes add to the seeds' idealized roofline.
+
+:class:`~budgetlab.roofline.IdealCost` says a step of ``n`` tokens takes
+``max(weight_bytes / bandwidth, n × 2 × params / peak_flops)``. Real steps are slower, and how
+much slower depends on what the step holds, not only on how many tokens: a later prompt chunk
+attends to every earlier one, and every decode re-reads its whole KV cache.
+:class:`CalibratedCost` keeps the same interface (``step_time_s``, ``batch_time_s``,
+``decode_run_time_s``, ``weight_read_s``, ``per_token_s``) so the simulator and the notebooks
+can use either, and builds the step time from documented terms, each of which can be switched
+off.
+
+The terms
+---------
+For a step holding ``n`` tokens in total (decodes plus prefill chunks), on ``tp`` GPUs:
+
+Memory roof ``M`` [s]
+    ``(W(n) / tp + kv_bytes_per_token × Σ context / s_kv) / (mem_bandwidth × bandwidth_efficiency)``
+
+    * ``W(n)`` is the weight bytes the step reads. Dense model: ``num_params × dtype_bytes``.
+      Mixture of experts (``moe=True``): ``(shared + layers × D(n) × expert) × dtype_bytes``,
+      where ``expert`` is one expert's parameters in one layer, ``shared`` the rest (attention,
+      embeddings, norms, router), and ``D(n) = E × (1 − (1 − k/E)^n)`` the expected number of
+      distinct experts the step's ``n`` tokens touch per layer (``E`` experts, ``k`` per
+      token). ``D`` assumes each token picks each expert with probability ``k/E``,
+      independently of the other tokens (uniform, independent routing); real routers are
+      skewed and tokens of one prompt correlate, so real steps touch somewhat fewer experts.
+      ``D(1) = k`` exactly and ``D(n) → E`` for large ``n``. The parameter split comes from the
+      catalog's totals alone: ``layers × expert = (num_params − num_active_params) / (E − k)``
+      and ``shared = num_params − E × layers × expert``.
+    * ``kv_reads=True`` adds the KV cache every sequence in the step reads: each decode reads
+      its whole context, and each prefill chunk reads the cached tokens before it (its own new
+      keys and values stay on chip). ``s_kv = min(tp, num_kv_heads)``: tensor parallelism
+      splits the KV heads, and vLLM replicates them when ``tp`` exceeds their number.
+
+Compute roof ``C`` [s]
+    ``(T(n) × 2 × P + A) / (peak_flops × flop_efficiency × tp)``
+
+    * ``P`` is ``num_active_params`` with ``moe=True`` and ``num_params`` otherwise (the
+      idealized model's count; the two are equal for a dense model).
+    * ``T(n) = ceil(n / tile_tokens) × tile_tokens`` with GEMM tile quantization on, else ``n``:
+      a GEMM pads its token dimension to whole tiles, so 129 tokens cost what 256 do with
+      256-token tiles.
+    * ``attention=True`` adds the attention score and value products, ``A = 4 × layers ×
+      heads × head_dim × pairs``, where a prefill chunk of ``m`` tokens after ``c`` cached
+      tokens of its request contributes ``pairs = m × c + m (m + 1) / 2`` (causal ``QKᵀ`` and
+      ``AV``, 2 FLOPs per multiply-add each) and a decode with context ``c`` contributes
+      ``c + 1`` (a chunk of one token). The same chunk therefore costs more at a later
+      position. Attention runs on the same FLOP roof at the same efficiency.
+
+Roof [s]
+    ``max(M, C) + knee_overlap_loss × min(M, C)² / max(M, C)``
+
+    With ``knee_overlap_loss = 0`` this is the idealized ``max``: streaming the weights hides
+    the math completely (or the reverse). Real kernels overlap the two imperfectly, and worst
+    where they balance (at the knee): with a loss of 1 the roof is ``M + C`` at the knee (no
+    overlap) and still tends to ``max(M, C)`` far from it. This blurs the knee the way measured
+    profiles do (Vidur's H100 Llama 2 7B profile rises from 5.9 ms at 64 tokens to 9.2 ms at
+    256, where a sharp ``max`` stays flat until ≈ 260 tokens).
+
+Step [s]
+    ``step_overhead_s + layers × layer_overhead_s + roof + all-reduce``
+
+    * ``step_overhead_s``: fixed per-step time outside the forward pass's roofline work
+      (scheduling, input preparation, sampling, launch gaps).
+    * ``layer_overhead_s``: per-layer time the roofline does not see: small kernels (norms,
+      rotary embedding, activation, residual add) that are launch- and latency-bound.
+    * All-reduce (``tp > 1`` and ``all_reduce=True``): two per layer (after attention and after
+      the MLP) of ``n × hidden_size × dtype_bytes`` bytes, each taking
+      ``2 (tp − 1) / tp × bytes / interconnect_bandwidth + interconnect_latency`` (ring
+      all-reduce), not overlapped with compute.
+
+A step of 0 tokens is not run and costs 0 s.
+
+With every extra off (``attention``, ``kv_reads``, ``moe`` false, ``tile_tokens`` None, ``tp``
+1, overheads 0, ``knee_overlap_loss`` 0) and both efficiencies 1, every term above reduces to the
+seeds' ``max(weight_read_s, n × per_token_s)`` with the same floating-point operations in the
+same order as :class:`~budgetlab.roofline.IdealCost`, so the two agree to the last bit.
+
+Sources: the roofline model (Williams, Waterman & Patterson, CACM 2009); attention FLOPs
+(Kaplan et al. 2020, §2.1, with the causal half counted); ring all-reduce cost (Patarasuk &
+Yuan, JPDC 2009); Megatron-LM tensor parallelism, two all-reduces per layer (Shoeybi et al.
+2019); expected distinct experts under uniform routing (the classic occupancy formula).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from numbers import Integral, Real
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from budgetlab.errors import ParameterError
+from budgetlab.memory import kv_bytes_per_token
+from budgetlab.roofline import Batch
+from budgetlab.specs import HardwareSpec, ModelSpec
+
+__all__ = ["CalibratedCost", "TYPICAL"]
+
+#: The preset of :meth:`CalibratedCost.typical` (see its docstring for the sources); read-only.
+TYPICAL: Mapping[str, Any] = MappingProxyType({
+    "step_overhead_s": 0.0,
+    "layer_overhead_s": 20e-6,
+    "bandwidth_efficiency": 0.80,
+    "flop_efficiency": 0.70,
+    "knee_overlap_loss": 0.70,
+    "attention": True,
+    "kv_reads": True,
+    "tile_tokens": None,
+    "moe": True,
+    "all_reduce": True,
+})
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalibratedCost:
+    """Step cost from the step's composition, with overheads, efficiencies, attention and more.
+
+    See the module docstring for every term's formula. The defaults switch every extra off, so
+    ``CalibratedCost(hardware=h, model=m)`` equals ``IdealCost(h, m)`` to the last bit; use
+    :meth:`typical` for realistic values and :meth:`with_` for variants.
+
+    Parameters
+    ----------
+    hardware : HardwareSpec
+        The GPU: peak dense BF16 FLOP/s, memory bandwidth, interconnect bandwidth and latency.
+    model : ModelSpec
+        The model: parameters, layers, widths, heads, experts, ``dtype_bytes``.
+    tp : int
+        Tensor-parallel GPUs [count], >= 1; must divide ``num_attention_heads``.
+    step_overhead_s : float
+        Fixed time every step adds [s], >= 0.
+    layer_overhead_s : float
+        Time every layer adds to every step [s], >= 0.
+    bandwidth_efficiency : float
+        Achieved fraction of peak memory bandwidth, in (0, 1].
+    flop_efficiency : float
+        Achieved fraction of peak dense BF16 FLOP/s, in (0, 1].
+    knee_overlap_loss : float
+        How imperfectly weight streaming and math overlap, in [0, 1]: 0 is the idealized
+        ``max(M, C)``, 1 is ``M + C`` at the knee.
+    attention : bool
+        Count attention FLOPs (they grow with context).
+    kv_reads : bool
+        Count KV-cache bytes read by every decode and every later chunk.
+    tile_tokens : int or None
+        Round the linear layers' token count up to whole GEMM tiles of this many tokens;
+        ``None`` turns tile quantization off.
+    moe : bool
+        For a mixture-of-experts model, use active parameters for FLOPs and the expected
+        distinct experts for weight bytes; without it every parameter is read and computed,
+        as in the idealized model. No effect on a dense model.
+    all_reduce : bool
+        Add the two all-reduces per layer when ``tp > 1``.
+
+    Attributes
+    ----------
+    weight_read_s : float
+        Time to read all of one GPU's weights at the achieved bandwidth [s]:
+        ``num_params × dtype_bytes / tp / (bandwidth × bandwidth_efficiency)``. For a
+        mixture-of-experts model with ``moe=True`` a step reads less (see :meth:`weight_bytes`).
+    per_token_s : float
+        Linear-layer math per token at the achieved FLOP rate [s]:
+        ``2 × P / (peak_flops × flop_efficiency × tp)``.
+
+    Examples
+    --------
+    >>> from budgetlab.catalog import hardware, model
+    >>> cost = CalibratedCost.typical(hardware("h100-sxm"), model("llama-2-7b"))
+    >>> round(cost.with_(attention=False).step_time_s(2048) * 1e3, 1)  # Vidur measured 40.4
+    40.9
+    """
+
+    hardware: HardwareSpec
+    model: ModelSpec
+    tp: int = 1
+    step_overhead_s: float = 0.0
+    layer_overhead_s: float = 0.0
+    bandwidth_efficiency: float = 1.0
+    flop_efficiency: float = 1.0
+    knee_overlap_loss: float = 0.0
+    attention: bool = False
+    kv_reads: bool = False
+    tile_tokens: int | None = None
+    moe: bool = False
+    all_reduce: bool = True
+    weight_read_s: float = field(init=False, repr=False)
+    per_token_s: float = field(init=False, repr=False)
+    _constants: _Constants = field(init=False, repr=False, compare=False)
+
+    # ----------------------------------------------------------------------------------------
+    # Construction
+    # ----------------------------------------------------------------------------------------
+
+    def __post_init__(self) -> None:
+        self._validate()
+        hw, m = self.hardware, self.model
+        bandwidth = hw.mem_bandwidth_bytes_per_s * self.bandwidth_efficiency
+        flop_rate = hw.dense_bf16_flops_per_s * self.flop_efficiency * self.tp
+        # Same operations, same order as IdealCost: x / 1 and x * 1.0 are exact.
+        object.__setattr__(self, "weight_read_s", (m.weight_bytes / self.tp) / bandwidth)
+        object.__setattr__(self, "per_token_s", self.flops_per_token / flop_rate)
+        moe = self._moe_active
+        expert = self._expert_params_all_layers if moe else 0.0
+        ring = 2.0 * (self.tp - 1) / self.tp
+        link = hw.interconnect_bandwidth_bytes_per_s
+        object.__setattr__(
+            self,
+            "_constants",
+            _Constants(
+                overhead_s=self.step_overhead_s + m.num_layers * self.layer_overhead_s,
+                bandwidth=bandwidth,
+                kv_reads=bool(self.kv_reads),
+                kv_s_per_token=kv_bytes_per_token(m) / min(self.tp, m.num_kv_heads) / bandwidth,
+                attention=bool(self.attention),
+                attention_s_per_pair=self.attention_flops_per_pair / flop_rate,
+                tile_tokens=self.tile_tokens,
+                knee_overlap_loss=float(self.knee_overlap_loss),
+                all_reduce=self.tp > 1 and bool(self.all_reduce),
+                all_reduce_fixed_s=2.0 * m.num_layers * hw.interconnect_latency_s,
+                all_reduce_per_token_s=2.0 * m.num_layers * ring * m.hidden_size * m.dtype_bytes / link,
+                moe=moe,
+                num_experts=float(m.num_experts),
+                miss_fraction=1.0 - m.num_experts_per_token / m.num_experts,
+                shared_params=m.num_params - m.num_experts * expert,
+                expert_params=expert,
+                dtype_bytes=float(m.dtype_bytes),
+            ),
+        )
+
+    def _validate(self) -> None:
+        if not isinstance(self.hardware, HardwareSpec):
+            raise ParameterError(f"hardware must be a HardwareSpec, got {type(self.hardware).__name__}")
+        if not isinstance(self.model, ModelSpec):
+            raise ParameterError(f"model must be a ModelSpec, got {type(self.model).__name__}")
+        tp = self.tp
+        if isinstance(tp, bool) or not isinstance(tp, Integral) or tp < 1:
+            raise ParameterError(f"tp must be an int >= 1 (GPUs per replica), got {tp!r}")
+        if self.model.num_attention_heads % tp:
+            raise ParameterError(
+                f"tp={tp} does not divide {self.model.name}'s {self.model.num_attention_heads} "
+                "attention heads; vLLM requires it to. Pick a divisor such as "
+                f"{_divisors_text(self.model.num_attention_heads)}."
+            )
+        for name in ("step_overhead_s", "layer_overhead_s"):
+            _require_real(name, getattr(self, name), low=0.0, high=math.inf, what="seconds >= 0")
+        for name in ("bandwidth_efficiency", "flop_efficiency"):
+            value = getattr(self, name)
+            _require_real(name, value, low=0.0, high=1.0, what="a fraction in (0, 1]")
+            if value == 0:
+                raise ParameterError(f"{name} must be a fraction in (0, 1], got 0")
+        _require_real(
+            "knee_overlap_loss", self.knee_overlap_loss, low=0.0, high=1.0, what="a fraction in [0, 1]"
+        )
+        for name in ("attention", "kv_reads", "moe", "all_reduce"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ParameterError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        tile = self.tile_tokens
+        if tile is not None and (isinstance(tile, bool) or not isinstance(tile, Integral) or tile < 1):
+            raise ParameterError(
+                f"tile_tokens must be a positive int (GEMM tile rows, e.g. 64 or 128) or None "
+                f"to turn tile quantization off, got {tile!r}"
+            )
+        if self._moe_active:
+            shared = self.model.num_params - self.model.num_experts * self._expert_params_all_layers
+            if shared < 0:
+                raise ParameterError(
+                    f"{self.model.name}: num_params {self.model.num_params:g} and num_active_params "
+                    f"{self.model.num_active_params:g} imply negative shared (non-expert) parameters "
+                    f"for {self.model.num_experts} experts with {self.model.num_experts_per_token} per "
+                    "token; check the catalog row, or pass moe=False"
+                )
+
+    @classmethod
+    def ideal(cls, hardware: HardwareSpec, model: ModelSpec) -> CalibratedCost:
+        """Every extra off and efficiencies 1: equals ``IdealCost(hardware, model)`` exactly."""
+        return cls(hardware=hardware, model=model)
+
+    @classmethod
+    def typical(cls, hardware: HardwareSpec, model: ModelSpec, *, tp: int = 1) -> CalibratedCost:
+        """Typical efficiencies and overheads of a vLLM-class engine on a datacenter GPU.
+
+        Every term is on (attention, KV reads, mixture of experts; all-reduce when ``tp > 1``)
+        except GEMM tile quantization. The numbers (also in :data:`TYPICAL`):
+
+        ========================  ========  ================================================
+        ``layer_overhead_s``      20 µs     Vidur's H100 Llama 2 7B operator profile
+                                            (microsoft/vidur, ``data/profiling/compute/
+                                            h100/meta-llama/Llama-2-7b-hf/mlp.csv``, TP 1):
+                                            at 1 token the two RMSNorms, rotary embedding,
+                                            SiLU·mul and residual add take 4 + 4 + 4 + 6 +
+                                            1 = 19 µs per layer (medians), launch-bound.
+        ``bandwidth_efficiency``  0.80      The same profile at 1 token: the four GEMMs of a
+                                            layer read 405 MB of weights in 156 µs,
+                                            2.6 TB/s = 78 % of 3.35 TB/s.
+        ``flop_efficiency``       0.70      The same profile from 2,048 to 4,096 tokens adds
+                                            20.9 µs per token for 12.95 GFLOP of layer math:
+                                            620 TFLOP/s = 63 % of 989.4; 0.70 with the
+                                            catalog's parameter count (embeddings and LM
+                                            head included) and the knee loss below.
+        ``knee_overlap_loss``     0.70      Fitted to the same profile's knee (9.2 ms at 256
+                                            tokens, 12.0 ms at 512, where a sharp max gives
+                                            5.7 and 10.6).
+        ``step_overhead_s``       0         The profile times GPU operators only. Vidur's
+                                            CPU profile of vLLM V0 (``data/profiling/a100/
+                                            cpu_overheads.csv``: schedule 0.17 ms, prepare
+                                            inputs 0.29 ms, sampler 0.89 ms at batch 8)
+                                            shows what a step can add; vLLM V1 overlaps much
+                                            of it with the GPU, so the preset adds none.
+                                            Measure yours with :func:`budgetlab.calibrate`.
+        ========================  ========  ================================================
+
+        With ``attention=False`` the preset reproduces the profile's eight published points
+        (1 to 4,096 tokens, ``data/measured/vidur-h100-llama2-7b-linear.csv``) within 3.5 %.
+        The efficiencies are H100 figures; other GPUs get the same fractions, which is a
+        guess until you calibrate against their measurements.
+
+        Parameters
+        ----------
+        hardware : HardwareSpec
+        model : ModelSpec
+        tp : int
+            Tensor-parallel GPUs [count].
+        """
+        return cls(hardware=hardware, model=model, tp=tp, **TYPICAL)
+
+    def with_(self, **changes: Any) -> CalibratedCost:
+        """A copy with some fields changed (``cost.with_(attention=False)``); validated again."""
+        return dataclasses.replace(self, **changes)
+
+    # ----------------------------------------------------------------------------------------
+    # Derived quantities
+    # ----------------------------------------------------------------------------------------
+
+    @property
+    def _moe_active(self) -> bool:
+        m = self.model
+        return bool(self.moe) and m.num_experts > 1 and m.num_experts_per_token < m.num_experts
+
+    @property
+    def _expert_params_all_layers(self) -> float:
+        """One expert's parameters summed over all layers [count]."""
+        m = self.model
+        return (m.num_params - m.num_active_params) / (m.num_experts - m.num_experts_per_token)
+
+    @property
+    def flops_per_token(self) -> float:
+        """Linear-layer math per token over all GPUs [FLOP]: ``2 × P`` (see the class docs)."""
+        params = self.model.num_active_params if self._moe_active else self.model.num_params
+        return 2.0 * params
+
+    @property
+    def attention_flops_per_pair(self) -> float:
+        """Attention FLOPs per (query, key) pair over all layers [FLOP]: ``4 × L × H × d``."""
+        m = self.model
+        return 4.0 * m.num_layers * m.num_attention_heads * m.head_dim
+
+    @property
+    def overhead_s(self) -> float:
+        """Fixed time every step adds [s]: ``step_overhead_s + layers × layer_overhead_s``."""
+        return self._constants.overhead_s
+
+    def expected_experts(self, num_tokens: ArrayLike) -> np.ndarray | float:
+        """Expected distinct experts ``n`` tokens touch in one layer [count] (vectorized).
+
+        ``E × (1 − (1 − k/E)^n)``, assuming uniform, independent routing (see the module
+        docstring). For a dense model (or ``moe=False``) every expert, 1 or ``E``, is read.
+        """
+        tokens = np.asarray(num_tokens, dtype=float)
+        c = self._constants
+        if not c.moe:
+            experts = np.full(tokens.shape, c.num_experts)
+        else:
+            # math.pow on each distinct value, as the scalar path does: identical bits.
+            values, inverse = np.unique(tokens, return_inverse=True)
+            touched = np.array(
+                [c.num_experts * (1.0 - math.pow(c.miss_fraction, v)) for v in values.tolist()]
+            )
+            experts = touched[inverse.reshape(tokens.shape)] if values.size else np.zeros(tokens.shape)
+        return float(experts) if experts.ndim == 0 else experts
+
+    def weight_bytes(self, num_tokens: ArrayLike) -> np.ndarray | float:
+        """Weight bytes a step of ``num_tokens`` tokens reads, over all GPUs [B] (vectorized).
+
+        ``num_params × dtype_bytes`` for a dense model; for a mixture of experts with
+        ``moe=True``, ``(shared + layers × D(n) × expert) × dtype_bytes``.
+        """
+        tokens = np.asarray(num_tokens, dtype=float)
+        c = self._constants
+        if not c.moe:
+            out = np.full(tokens.shape, self.model.weight_bytes)
+        else:
+            experts = np.asarray(self.expected_experts(tokens))
+            out = (c.shared_params + experts * c.expert_params) * c.dtype_bytes
+        return float(out) if out.ndim == 0 else out
+
+    def all_reduce_s(self, num_tokens: ArrayLike) -> np.ndarray | float:
+        """Time of the step's all-reduces [s] (vectorized): 0 without tensor parallelism.
+
+        ``2 × layers × (2 (tp − 1) / tp × n × hidden × dtype_bytes / link_bandwidth +
+        link_latency)``.
+        """
+        tokens = np.asarray(num_tokens, dtype=float)
+        c = self._constants
+        if not c.all_reduce:
+            out = np.zeros(tokens.shape)
+        else:
+            out = c.all_reduce_fixed_s + tokens * c.all_reduce_per_token_s
+        return float(out) if out.ndim == 0 else out
+
+    # ----------------------------------------------------------------------------------------
+    # The one formula every public method goes through
+    # ----------------------------------------------------------------------------------------
+
+    def _time_s(self, tokens: Any, pairs: Any, kv_tokens: Any, weight_read_s: Any) -> Any:
+        """Step time [s] from token count, attention pairs and KV tokens read.
+
+        Takes Python floats (the simulator's per-step path, ~1 µs) or float arrays (vectorized
+        sweeps and decode runs). Only correctly rounded operations (+, −, ×, ÷, max, min,
+        ceil) run here, in the same order on both paths, so a scalar and an array call give
+        identical bits.
+        """
+        c = self._constants
+        scalar = isinstance(tokens, float)
+        memory_s = weight_read_s
+        if c.kv_reads:
+            memory_s = memory_s + kv_tokens * c.kv_s_per_token
+        linear_tokens = tokens
+        if c.tile_tokens is not None:
+            tiles = float(math.ceil(tokens / c.tile_tokens)) if scalar else np.ceil(tokens / c.tile_tokens)
+            linear_tokens = tiles * c.tile_tokens
+        compute_s = linear_tokens * self.per_token_s
+        if c.attention:
+            compute_s = compute_s + pairs * c.attention_s_per_pair
+        roof_s = max(memory_s, compute_s) if scalar else np.maximum(memory_s, compute_s)
+        if c.knee_overlap_loss > 0:
+            low_s = min(memory_s, compute_s) if scalar else np.minimum(memory_s, compute_s)
+            roof_s = roof_s + c.knee_overlap_loss * low_s * (low_s / roof_s)
+        time_s = c.overhead_s + roof_s
+        if c.all_reduce:
+            time_s = time_s + (c.all_reduce_fixed_s + tokens * c.all_reduce_per_token_s)
+        if scalar:
+            return time_s if tokens > 0 else 0.0
+        return np.where(tokens > 0, time_s, 0.0)
+
+    def _weight_read_s(self, tokens: Any) -> Any:
+        """Seconds to read the weights a step of ``tokens`` tokens touches, on one GPU."""
+        c = self._constants
+        if not c.moe:
+            return self.weight_read_s
+        if isinstance(tokens, float):
+            experts = c.num_experts * (1.0 - math.pow(c.miss_fraction, tokens))
+            return ((c.shared_params + experts * c.expert_params) * c.dtype_bytes) / self.tp / c.bandwidth
+        return (np.asarray(self.weight_bytes(tokens)) / self.tp) / c.bandwidth
+
+    # ----------------------------------------------------------------------------------------
+    # The cost-model interface
+    # ----------------------------------------------------------------------------------------
+
+    def step_time_s(self, num_tokens: ArrayLike, *, context_tokens: ArrayLike = 0) -> np.ndarray | float:
+        """Time of a pure-prefill step: one chunk of ``num_tokens`` after ``context_tokens`` [s].
+
+        Vectorized: the two arguments broadcast against each other.
+
+        Parameters
+        ----------
+        num_tokens : int or array_like of int
+            Tokens in the chunk [tokens], >= 0. A step of 0 tokens is not run (0 s).
+        context_tokens : int or array_like of int
+            Tokens of the same request already in the KV cache [tokens], >= 0.
+        """
+        tokens = np.asarray(num_tokens, dtype=float)
+        context = np.asarray(context_tokens, dtype=float)
+        if np.any(tokens < 0) or np.any(np.isnan(tokens)):
+            raise ValueError("num_tokens must be >= 0")
+        if np.any(context < 0) or np.any(np.isnan(context)):
+            raise ValueError("context_tokens must be >= 0")
+        tokens, context = np.broadcast_arrays(tokens, context)
+        pairs = tokens * context + tokens * (tokens + 1.0) / 2.0
+        time_s = self._time_s(tokens, pairs, context, self._weight_read_s(tokens))
+        return float(time_s) if time_s.ndim == 0 else time_s
+
+    def batch_time_s(self, batch: Batch) -> float:
+        """Time of a step of the given composition [s].
+
+        Prefill chunks attend to their own earlier tokens (``prefill_context_tokens``) and read
+        them from the KV cache; each decode attends to and reads its context.
+        """
+        if len(batch.prefill_tokens) != len(batch.prefill_context_tokens):
+            raise ValueError(
+                f"Batch has {len(batch.prefill_tokens)} prefill chunks but "
+                f"{len(batch.prefill_context_tokens)} context entries; give one "
+                "prefill_context_tokens entry per chunk"
+            )
+        prefill_tokens = prefill_pairs = prefill_context = 0.0
+        for chunk, context in zip(batch.prefill_tokens, batch.prefill_context_tokens, strict=True):
+            n, c = float(chunk), float(context)
+            prefill_tokens = prefill_tokens + n
+            prefill_pairs = prefill_pairs + (n * c + n * (n + 1.0) / 2.0)
+            prefill_context = prefill_context + c
+        decodes = float(batch.num_decodes)
+        decode_context = float(batch.decode_context_tokens)
+        tokens = decodes + prefill_tokens
+        pairs = prefill_pairs + (decode_context + decodes)
+        kv_tokens = prefill_context + decode_context
+        return float(self._time_s(tokens, pairs, kv_tokens, self._weight_read_s(tokens)))
+
+    def decode_run_time_s(
+        self, *, num_decodes: int, decode_context_tokens: np.ndarray
+    ) -> np.ndarray:
+        """Times of consecutive decode-only steps [s], equal to :meth:`batch_time_s` bit for bit.
+
+        Parameters
+        ----------
+        num_decodes : int
+            Decodes in every step of the run [count].
+        decode_context_tokens : numpy.ndarray
+            For each step, the sum of the decodes' contexts [tokens].
+        """
+        decode_context = np.asarray(decode_context_tokens, dtype=float)
+        # The same operations as batch_time_s with no prefill chunk (its sums are 0.0).
+        decodes = float(num_decodes)
+        tokens = decodes + 0.0
+        pairs = 0.0 + (decode_context + decodes)
+        kv_tokens = 0.0 + decode_context
+        weight_read_s = self._weight_read_s(tokens)  # the same in every step of the run
+        token_array = np.full(decode_context.shape, tokens)
+        return self._time_s(token_array, pairs, kv_tokens, weight_read_s)
+
+
+@dataclass(frozen=True, slots=True)
+class _Constants:
+    """Per-cost constants, computed once so a scalar step costs about a microsecond."""
+
+    overhead_s: float
+    bandwidth: float
+    kv_reads: bool
+    kv_s_per_token: float
+    attention: bool
+    attention_s_per_pair: float
+    tile_tokens: int | None
+    knee_overlap_loss: float
+    all_reduce: bool
+    all_reduce_fixed_s: float
+    all_reduce_per_token_s: float
+    moe: bool
+    num_experts: float
+    miss_fraction: float
+    shared_params: float
+    expert_params: float
+    dtype_bytes: float
+
+
+def _require_real(name: str, value: object, *, low: float, high: float, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, Real) or not (low <= float(value) <= high):
+        raise ParameterError(f"{name} must be {what}, got {value!r}")
+
+
+def _divisors_text(n: int) -> str:
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0 and d <= 16)
