@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 reports: $(STAMP)
-	$(BIN)/python -m budgetlab.reports
+	$(BIN)/python -m budgetlab.reports $(ARGS)
 
 lab: $(LAB_STAMP)
 	$(BIN)/jupyter lab notebooks/

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from budgetlab.admission import Admission, Gate, admit, budget_has_room, kv_blocks_fit, seq_slot_free
 from budgetlab.budget import (
+    prompt_steps,
     StepFill,
     budget_tradeoff,
     chunk_schedule,
@@ -17,6 +18,8 @@ from budgetlab.budget import (
     prefill_tokens_left,
     ttft_s,
 )
+from budgetlab.calibrate import CalibrationError, CalibrationResult, calibrate, predict_step_ms, read_measurements
+from budgetlab.calibrated import CalibratedCost
 from budgetlab.catalog import (
     data_path,
     hardware,
@@ -38,6 +41,7 @@ from budgetlab.errors import (
     UnknownNameError,
 )
 from budgetlab.memory import KVCapacity, activation_bytes, blocks_for_tokens, kv_bytes_per_token, kv_capacity
+from budgetlab.results import load_results, save_results
 from budgetlab.roofline import Batch, ConstantCost, CostModel, IdealCost, budget_for_step_time, knee_tokens
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
 from budgetlab.workload import (

@@ -1,0 +1,364 @@
+"""budgetlab.reports: planning, the CLI, the offline template, and rendering the fixture notebooks.
+
+Fixtures live in ``tests/fixtures/notebooks``: ``01-fixture-charts`` (two Altair charts, one
+with a slider-bound parameter, and a ``save_results`` call) and ``02-fixture-fails`` (its
+validation cell raises), with one scenario, ``params/small.yaml``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+
+import altair as alt
+import nbformat
+import pandas as pd
+import pytest
+
+from budgetlab import reports
+from budgetlab.altair_setup import RENDERER_NAME, use_offline_renderer, vegalite_mimetype
+
+FIXTURES = Path(__file__).parent / "fixtures" / "notebooks"
+CHARTS = "01-fixture-charts"
+FAILS = "02-fixture-fails"
+# one line of the inlined bundle that occurs once in it
+BUNDLE_MARKER = "window.vegaEmbed="
+START_CWD = Path.cwd()
+PROMPT = re.compile(r"\b(In|Out)(&nbsp;|\s)?\[\d+\]:")  # "In [3]:", with a no-break space
+
+
+def run_main(*argv: str) -> tuple[int, str, str]:
+    """Run the CLI in this process; return (exit status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = reports.main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def cdn_problems(page: str) -> list[str]:
+    """Everything in an HTML page that would load from the network."""
+    problems = [
+        f"script src={src}"
+        for src in re.findall(r"<script\b[^>]*\bsrc\s*=\s*[\"']?([^\"' >]+)", page, re.I)
+    ]
+    problems += [
+        f"link href={href}"
+        for href in re.findall(r"<link\b[^>]*\bhref\s*=\s*[\"']?(https?:[^\"' >]+)", page, re.I)
+    ]
+    problems += re.findall(r"@import\s+url\(\s*[\"']?https?:[^)]*\)", page, re.I)
+    problems += re.findall(r"import\(\s*[\"']https?:[^)]*\)", page, re.I)
+    for needle in ("cdn.jsdelivr", "cdnjs.cloudflare", "unpkg.com", "require.js", "requirejs"):
+        if needle in page.lower():
+            problems.append(needle)
+    return problems
+
+
+@pytest.fixture
+def fixture_copy(tmp_path: Path) -> Path:
+    """A writable copy of the fixture notebooks and scenario."""
+    target = tmp_path / "notebooks"
+    shutil.copytree(FIXTURES, target)
+    return target
+
+
+# --------------------------------------------------------------------------------------------
+# pure functions
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[512, 2048]", [512, 2048]),
+        ("true", True),
+        ("5000", 5000),
+        ("0.04", 0.04),
+        ("h100-sxm", "h100-sxm"),
+        ("llama-3.1-8b", "llama-3.1-8b"),
+        ("null", None),
+        ("{a: 1}", {"a": 1}),
+        ("[unclosed", "[unclosed"),
+    ],
+)
+def test_parse_override_reads_yaml(text: str, expected: object) -> None:
+    assert reports.parse_override(text) == expected
+
+
+def test_select_notebooks_accepts_names_suffixes_paths_and_prefixes() -> None:
+    available = reports.find_notebooks(FIXTURES)
+    assert list(available) == [CHARTS, FAILS]
+    assert reports.select_notebooks(["01"], available) == [CHARTS]
+    assert reports.select_notebooks([f"{FAILS}.ipynb"], available) == [FAILS]
+    assert reports.select_notebooks([f"notebooks/{CHARTS}.ipynb"], available) == [CHARTS]
+    assert reports.select_notebooks(["02", "01", "01"], available) == [CHARTS, FAILS]
+    assert reports.select_notebooks(["0"], available) == [CHARTS, FAILS]
+    with pytest.raises(reports.ReportError, match=CHARTS):
+        reports.select_notebooks(["07"], available)
+
+
+def test_plan_passes_each_notebook_only_its_parameters(tmp_path: Path) -> None:
+    jobs = reports.plan(
+        overrides={"slope": 0.5}, notebooks_dir=FIXTURES, out_dir=tmp_path / "out"
+    )
+    by_name = {job.notebook: job for job in jobs}
+    assert set(by_name) == {CHARTS, FAILS}
+    charts = by_name[CHARTS].parameters
+    assert charts == {
+        "num_points": 12,
+        "slope": 0.5,
+        "results_path": str((tmp_path / "out" / "small" / f"{CHARTS}.results.json").resolve()),
+    }
+    assert Path(charts["results_path"]).is_absolute()
+    assert set(by_name[FAILS].parameters) == {"budget_tokens", "results_path"}
+
+
+def test_notebook_parameters_come_from_the_parameters_cell() -> None:
+    params = reports.notebook_parameters(FIXTURES / f"{CHARTS}.ipynb")
+    assert list(params) == ["num_points", "slope", "results_path"]
+    assert params["num_points"]["inferred_type_name"] == "int"
+
+
+# --------------------------------------------------------------------------------------------
+# command-line errors (no kernel starts)
+
+
+def test_unknown_notebook_exits_2_listing_notebooks() -> None:
+    code, _, err = run_main("99-nope", "--notebooks-dir", str(FIXTURES))
+    assert code == 2
+    assert "99-nope" in err and CHARTS in err and FAILS in err
+
+
+def test_unknown_scenario_exits_2_listing_scenarios() -> None:
+    code, _, err = run_main("--scenario", "mars", "--notebooks-dir", str(FIXTURES))
+    assert code == 2
+    assert "mars" in err and "small" in err
+
+
+def test_undeclared_override_exits_2(tmp_path: Path) -> None:
+    code, _, err = run_main(
+        "01", "-p", "budget_tokens", "5", "--notebooks-dir", str(FIXTURES), "--out", str(tmp_path)
+    )
+    assert code == 2  # only 02 declares budget_tokens, and 02 is not selected
+    assert "budget_tokens" in err and "num_points" in err
+    assert not (tmp_path / "small").exists()
+
+
+def test_results_path_cannot_be_overridden(tmp_path: Path) -> None:
+    code, _, err = run_main(
+        "-p", "results_path", "/tmp/x.json",
+        "--notebooks-dir", str(FIXTURES), "--out", str(tmp_path),
+    )
+    assert code == 2
+    assert "results_path" in err
+
+
+def test_scenario_key_no_notebook_declares_exits_2(fixture_copy: Path, tmp_path: Path) -> None:
+    scenario = fixture_copy / "params" / "small.yaml"
+    scenario.write_text(scenario.read_text() + "num_pionts: 3\n")
+    code, _, err = run_main("--notebooks-dir", str(fixture_copy), "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert "num_pionts" in err and "small.yaml" in err
+
+
+def test_scenario_must_be_a_mapping(fixture_copy: Path, tmp_path: Path) -> None:
+    (fixture_copy / "params" / "small.yaml").write_text("- 1\n- 2\n")
+    code, _, err = run_main("--notebooks-dir", str(fixture_copy), "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert "mapping" in err
+
+
+def test_nothing_to_render_exits_0(tmp_path: Path) -> None:
+    empty = tmp_path / "notebooks"
+    empty.mkdir()
+    code, out, _ = run_main("--notebooks-dir", str(empty), "--out", str(tmp_path / "out"))
+    assert code == 0
+    assert "no notebooks" in out
+
+    shutil.copy(FIXTURES / f"{CHARTS}.ipynb", empty)
+    code, out, _ = run_main("--notebooks-dir", str(empty), "--out", str(tmp_path / "out"))
+    assert code == 0
+    assert "no scenarios" in out
+    assert not (tmp_path / "out").exists()
+
+
+def test_list_shows_notebooks_parameters_and_scenarios() -> None:
+    code, out, _ = run_main("--list", "--notebooks-dir", str(FIXTURES))
+    assert code == 0
+    assert CHARTS in out and "num_points: int" in out and "small" in out
+    assert "results_path" not in out
+
+
+# --------------------------------------------------------------------------------------------
+# renderer and template (no kernel starts)
+
+
+@pytest.fixture
+def offline_renderer():
+    previous = alt.renderers.active
+    use_offline_renderer()
+    yield
+    alt.renderers.enable(previous)
+
+
+def _chart_with_slider() -> alt.Chart:
+    cut = alt.param(name="cut", value=2, bind=alt.binding_range(min=0, max=4, step=1))
+    return (
+        alt.Chart(pd.DataFrame({"x": range(5), "y": [3, 1, 4, 1, 5]}))
+        .mark_bar()
+        .encode(
+            x="x:O",
+            y="y:Q",
+            color=alt.condition(alt.datum.x <= cut, alt.value("steelblue"), alt.value("gray")),
+        )
+        .add_params(cut)
+    )
+
+
+def test_renderer_output_is_a_valid_notebook_output(offline_renderer) -> None:
+    assert alt.renderers.active == RENDERER_NAME
+    data, metadata = _chart_with_slider()._repr_mimebundle_()
+    mime = vegalite_mimetype()
+    assert mime.endswith("+json")  # nbformat only accepts JSON objects under +json types
+    assert isinstance(data[mime], dict) and data[mime]["params"][0]["name"] == "cut"
+    assert "text/html" in data and "text/plain" in data
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("chart")
+    cell.outputs = [nbformat.v4.new_output("display_data", data=data, metadata=metadata)]
+    nb.cells = [cell]
+    nbformat.validate(nb)  # what papermill does when it saves; altair's "mimetype" fails here
+
+
+def test_template_inlines_bundle_once_and_embeds_every_chart(offline_renderer) -> None:
+    chart = _chart_with_slider()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Three charts")]
+    for i in range(3):
+        data, metadata = chart.properties(title=f"chart {i}")._repr_mimebundle_()
+        cell = nbformat.v4.new_code_cell(f"chart_{i}", execution_count=i + 1)
+        cell.outputs = [
+            nbformat.v4.new_output(
+                "execute_result", data=data, metadata=metadata, execution_count=i + 1
+            )
+        ]
+        nb.cells.append(cell)
+    report, handout = reports.make_exporters()
+    for exporter in (report, handout):
+        page, _ = exporter.from_notebook_node(nb, resources={"vega_bundle": reports.vega_bundle()})
+        assert page.count(BUNDLE_MARKER) == 1
+        assert page.count('<div class="budgetlab-vega ') == 3
+        assert page.count('class="budgetlab-vega-spec"') == 3
+        assert "altair-viz-" not in page  # Altair's own (CDN) HTML is not used
+        assert cdn_problems(page) == []
+
+
+def test_template_without_charts_has_no_bundle() -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# No charts"), nbformat.v4.new_code_cell("1 + 1")]
+    report, _ = reports.make_exporters()
+    page, _ = report.from_notebook_node(nb, resources={"vega_bundle": reports.vega_bundle()})
+    assert BUNDLE_MARKER not in page
+    assert cdn_problems(page) == []
+
+
+def test_vega_bundle_is_safe_inside_a_script_element() -> None:
+    bundle = reports.vega_bundle()
+    assert bundle.count(BUNDLE_MARKER) == 1
+    assert "</script" not in bundle.lower()
+
+
+# --------------------------------------------------------------------------------------------
+# rendering through papermill (starts kernels)
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, str, Path]:
+    """Both fixture notebooks through the CLI, two kernels at a time."""
+    out = tmp_path_factory.mktemp("cli") / "reports"
+    code, stdout, stderr = run_main("--notebooks-dir", str(FIXTURES), "--out", str(out), "-j", "2")
+    return code, stdout, stderr, out
+
+
+@pytest.mark.notebook
+def test_render_writes_four_offline_files(tmp_path: Path) -> None:
+    seen: list[reports.ReportOutcome] = []
+    outcomes = reports.render(
+        [CHARTS],
+        overrides={"slope": 3.0},
+        notebooks_dir=FIXTURES,
+        out_dir=tmp_path,
+        on_report=seen.append,
+    )
+    assert [o.name for o in outcomes] == [f"small/{CHARTS}"] == [o.name for o in seen]
+    (outcome,) = outcomes
+    assert outcome.ok, outcome.error
+    assert outcome.error is None and outcome.seconds > 0
+    folder = tmp_path / "small"
+    for name in (f"{CHARTS}.ipynb", f"{CHARTS}.html", f"{CHARTS}-handout.html"):
+        assert (folder / name).is_file(), name
+    assert outcome.ipynb_path == folder / f"{CHARTS}.ipynb"
+
+    # the notebook wrote its results where it was told, with the scenario and the override
+    results = json.loads((folder / f"{CHARTS}.results.json").read_text())
+    assert results == {"num_points": 12, "slope": 3.0, "last_y": 33.0}
+
+    page = (folder / f"{CHARTS}.html").read_text()
+    handout = (folder / f"{CHARTS}-handout.html").read_text()
+    for html_page in (page, handout):
+        assert cdn_problems(html_page) == []
+        assert html_page.count(BUNDLE_MARKER) == 1
+        assert html_page.count('<div class="budgetlab-vega ') == 2
+        assert "small" in html_page and "slope = 3.0" in html_page  # the banner
+
+    # the report shows code; the handout shows none of it, nor prompts, but keeps the outputs
+    assert "use_offline_renderer" in page and PROMPT.search(page)
+    assert 'class="jp-CodeMirrorEditor' in page and 'class="jp-CodeMirrorEditor' not in handout
+    assert "use_offline_renderer" not in handout
+    assert not PROMPT.search(handout)
+    assert "charts drawn: 2" in handout
+    assert "Fixture: two charts" in handout  # markdown kept
+
+    index = (tmp_path / "index.html").read_text()
+    assert f'href="small/{CHARTS}.html"' in index
+    assert f'href="small/{CHARTS}-handout.html"' in index
+    assert f'href="small/{CHARTS}.results.json"' in index
+    assert cdn_problems(index) == [] and "<script" not in index
+
+
+@pytest.mark.notebook
+def test_failing_notebook_exits_1_and_the_other_still_renders(cli_run) -> None:
+    code, stdout, stderr, out = cli_run
+    assert code == 1
+    # the failure is named with its exception, not a traceback
+    assert f"FAILED small/{FAILS}: ValueError: budget_tokens must be positive, got -5" in stderr
+    assert "Traceback" not in stdout + stderr
+    # one progress line per report, then the summary table
+    assert re.search(rf"\[\d/2\] small/{CHARTS}\s+\d+\.\d s\s+ok", stdout)
+    assert re.search(rf"\[\d/2\] small/{FAILS}\s+\d+\.\d s\s+FAILED", stdout)
+    assert re.search(rf"small\s+{FAILS}\s+\d+\.\d\s+FAILED", stdout)
+    assert "1 ok, 1 failed" in stdout
+
+    folder = out / "small"
+    # the partial notebook keeps the output up to the failing cell, and is rendered
+    partial = nbformat.read(folder / f"{FAILS}.ipynb", as_version=4)
+    text = json.dumps(partial)
+    assert "validating the parameters" in text and "budget_tokens must be positive" in text
+    assert (folder / f"{FAILS}.html").is_file() and (folder / f"{FAILS}-handout.html").is_file()
+    assert not (folder / f"{FAILS}.results.json").exists()
+    # the other notebook rendered completely
+    for suffix in (".ipynb", ".html", "-handout.html", ".results.json"):
+        name = CHARTS + suffix
+        assert (folder / name).is_file(), name
+
+    index = (out / "index.html").read_text()
+    assert "FAILED" in index and "budget_tokens must be positive" in index
+    manifest = json.loads((out / "index.json").read_text())["reports"]
+    assert {(e["notebook"], e["status"]) for e in manifest} == {(CHARTS, "ok"), (FAILS, "FAILED")}
+
+
+@pytest.mark.notebook
+def test_render_leaves_the_working_directory_alone(cli_run) -> None:
+    assert Path.cwd() == START_CWD
+    assert not list(FIXTURES.glob("*.json")) and not list(FIXTURES.glob("*.html"))
