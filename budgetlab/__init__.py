@@ -41,6 +41,7 @@ from budgetlab.errors import (
     UnknownNameError,
 )
 from budgetlab.memory import KVCapacity, activation_bytes, blocks_for_tokens, kv_bytes_per_token, kv_capacity
+from budgetlab.parameters import Parameters, validate_parameters
 from budgetlab.results import load_results, save_results
 from budgetlab.roofline import Batch, ConstantCost, CostModel, IdealCost, budget_for_step_time, knee_tokens
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request

@@ -44,4 +44,12 @@ class TraceFormatError(BudgetlabError, ValueError):
 
 
 class ParameterError(BudgetlabError, ValueError):
-    """A notebook or report parameter of the wrong type or out of range."""
+    """A notebook or report parameter of the wrong type or out of range.
+
+    In IPython (Jupyter, papermill) it shows as its one message, not as a traceback: the
+    message already names the parameter, the value, what is expected and the fix.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        """The lines IPython shows instead of a traceback (``ename: message``)."""
+        return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]

@@ -89,7 +89,9 @@ class IdealCost:
 
     ``step_time_s(n) = max(weight_bytes / mem_bandwidth, n × 2 × num_params / peak_flops)``.
     Attention, KV reads and overheads are left out on purpose: the shape is the point
-    (see :mod:`budgetlab.calibrated` for what real steps add).
+    (see :mod:`budgetlab.calibrated` for what real steps add). Every parameter counts as
+    touched by every token, as in a dense model; for a mixture-of-experts model this overstates
+    the math (``CalibratedCost(moe=True)`` uses the active parameters).
 
     Parameters
     ----------
@@ -136,8 +138,17 @@ class IdealCost:
         return float(time_s) if time_s.ndim == 0 else time_s
 
     def batch_time_s(self, batch: Batch) -> float:
-        """Time of a step of the given composition [s]: only its token count matters here."""
-        return float(self.step_time_s(batch.num_tokens))
+        """Time of a step of the given composition [s]: only its token count matters here.
+
+        Plain float arithmetic, equal to the last bit to :meth:`step_time_s` (the simulator
+        calls this once per step, where NumPy's per-call overhead would dominate).
+        """
+        num_tokens = batch.num_tokens
+        if num_tokens < 0:
+            raise ValueError("num_tokens must be >= 0")
+        if num_tokens == 0:
+            return 0.0
+        return max(self.weight_read_s, num_tokens * self.per_token_s)
 
     def decode_run_time_s(
         self, *, num_decodes: int, decode_context_tokens: np.ndarray
