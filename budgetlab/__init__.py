@@ -44,7 +44,21 @@ from budgetlab.memory import KVCapacity, activation_bytes, blocks_for_tokens, kv
 from budgetlab.parameters import Parameters, validate_parameters
 from budgetlab.results import load_results, save_results
 from budgetlab.roofline import Batch, ConstantCost, CostModel, IdealCost, budget_for_step_time, knee_tokens
+from budgetlab.simulator import SimResult, simulate
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
+from budgetlab.sweep import (
+    SLO,
+    CapacityAboveBoundsError,
+    CapacityResult,
+    SerialExecutor,
+    SLOUnattainableError,
+    SweepWorkload,
+    SyntheticWorkload,
+    TraceWorkload,
+    capacity,
+    sweep,
+)
+from budgetlab.tune import FirstGuess, TuneResult, first_guess, tile_budget, tune
 from budgetlab.workload import (
     Empirical,
     Fixed,

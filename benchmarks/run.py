@@ -1,0 +1,27 @@
+"""`make bench`: run every benchmark in one process and print its figures.
+
+Each benchmark reports ratios and throughputs measured within this one run (the simulator's
+fast mode against its reference stepping mode, the process pool against one process), so the
+numbers compare like with like on whatever machine runs them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_simulator  # noqa: E402
+import bench_sweep  # noqa: E402
+
+
+def main() -> None:
+    print("== simulator ==", flush=True)
+    bench_simulator.main()
+    print("\n== sweeps and capacity ==", flush=True)
+    bench_sweep.main([])
+
+
+if __name__ == "__main__":
+    main()

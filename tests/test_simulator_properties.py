@@ -1,0 +1,220 @@
+"""Property tests of the simulator on random small workloads and configurations.
+
+Each example is simulated in reference mode, in fast mode and in fast mode with the
+vectorized running pass forced on; all three must agree exactly. The reference run's step log
+is then replayed independently (computed tokens, KV blocks, sampled tokens) to check the
+invariants: every request finishes with exactly its output tokens, no step exceeds the budget
+or ``max_num_seqs``, KV blocks in use never exceed the pool and match ``num_free_kv_blocks``,
+no admissions in a step that preempted, chunk kinds follow the reference's labels, time never
+goes backwards, and the per-request and summary latencies equal those recomputed from the
+replayed token times.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import budgetlab.simulator as simulator_module
+from budgetlab import Batch, ConstantCost, EngineConfig, IdealCost, Request
+from budgetlab.catalog import hardware, model
+from budgetlab.simulator import simulate
+
+IDEAL = IdealCost(hardware("h100-sxm"), model("llama-3.1-8b"))
+
+
+class ContextCost:
+    """A step cost that depends on every field of the batch (attention-like context terms)."""
+
+    def batch_time_s(self, batch: Batch) -> float:
+        chunks = sum(n * (c + n) for n, c in zip(batch.prefill_tokens, batch.prefill_context_tokens))
+        return 1e-3 + 3e-6 * batch.num_tokens + 7e-9 * batch.decode_context_tokens + 1e-9 * chunks
+
+    def decode_run_time_s(self, *, num_decodes: int, decode_context_tokens: np.ndarray) -> np.ndarray:
+        return np.array([self.batch_time_s(Batch(num_decodes, int(c))) for c in decode_context_tokens])
+
+
+COSTS = {"constant": ConstantCost(0.25), "ideal": IDEAL, "context": ContextCost()}
+GAPS_S = [0.0, 0.0, 0.0, 0.001, 0.004, 0.01, 0.1, 0.25, 1.0, 3.0]
+
+
+@st.composite
+def scenarios(draw, *, max_requests: int = 20, max_prompt: int = 40, max_output: int = 30):
+    num = draw(st.integers(1, max_requests))
+    gaps = draw(st.lists(st.sampled_from(GAPS_S), min_size=num, max_size=num))
+    prompts = draw(st.lists(st.integers(1, max_prompt), min_size=num, max_size=num))
+    outputs = draw(st.lists(st.integers(1, max_output), min_size=num, max_size=num))
+    arrivals = np.cumsum(gaps).tolist()
+    requests = [Request(i, arrivals[i], prompts[i], outputs[i]) for i in range(num)]
+    order = draw(st.permutations(range(num)))  # any input order
+    requests = [requests[i] for i in order]
+
+    block_size = draw(st.sampled_from([1, 2, 4, 16]))
+    max_num_seqs = draw(st.integers(1, 8))
+    budget = draw(st.integers(max_num_seqs, 48))
+    chunked = draw(st.sampled_from([True, True, True, False]))
+    max_model_len = max_prompt + max_output
+    if not chunked:
+        budget = max(budget, max_model_len)
+    threshold = draw(st.sampled_from([0, 0, 1, 3, 8]))
+    peak = max(-(-(r.prompt_tokens + r.output_tokens - 1) // block_size) for r in requests)
+    # From the tightest pool that lets every request finish (preemption churn) to plenty.
+    num_kv_blocks = draw(st.one_of(st.integers(peak, peak + 3), st.integers(peak, 4 * peak + 8)))
+    eng = EngineConfig(
+        max_num_batched_tokens=budget,
+        max_num_seqs=max_num_seqs,
+        block_size=block_size,
+        num_kv_blocks=num_kv_blocks,
+        long_prefill_token_threshold=threshold,
+        max_model_len=max_model_len,
+        enable_chunked_prefill=chunked,
+        policy=draw(st.sampled_from(["vllm-v1", "decode-first"])),
+    )
+    return requests, eng, COSTS[draw(st.sampled_from(sorted(COSTS)))]
+
+
+def assert_identical(a, b) -> None:
+    pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
+    pd.testing.assert_frame_equal(a.steps, b.steps, check_exact=True)
+    assert a.step_log() == b.step_log()
+    sa, sb = a.summary(), b.summary()
+    assert sa.keys() == sb.keys()
+    for key in sa:
+        assert sa[key] == sb[key] or (math.isnan(sa[key]) and math.isnan(sb[key])), key
+
+
+def simulate_all_modes(requests, eng, cost):
+    reference = simulate(requests, engine=eng, cost=cost, mode="reference")
+    fast = simulate(requests, engine=eng, cost=cost, mode="fast")
+    assert_identical(reference, fast)
+    old = simulator_module._VECTOR_MIN_RUNNING
+    simulator_module._VECTOR_MIN_RUNNING = 1
+    try:
+        vectorized = simulate(requests, engine=eng, cost=cost, mode="fast")
+    finally:
+        simulator_module._VECTOR_MIN_RUNNING = old
+    assert_identical(reference, vectorized)
+    return reference
+
+
+def replay_and_check(result, requests, eng) -> None:
+    """Re-derive the run from its step log and check every invariant against the tables."""
+    spec = {r.request_id: r for r in requests}
+    bs, pool = eng.block_size, result.num_kv_blocks
+    computed: dict = defaultdict(int)
+    generated: dict = defaultdict(int)
+    recomputing: set = set()
+    running: list = []
+    finished: set = set()
+    token_times: dict = defaultdict(list)
+    first_admitted: dict = {}
+    log = result.step_log()
+    steps = result.steps
+    assert len(log) == len(steps) == result.summary()["num_steps"]
+    starts = steps["start_at_s"].to_numpy()
+    ends = starts + steps["duration_s"].to_numpy()
+    assert np.all(steps["duration_s"].to_numpy() > 0)
+    assert np.all(starts[1:] >= ends[:-1])  # time never goes backwards; steps never overlap
+    arrival_times = {r.arrival_at_s for r in requests}
+    for i, (entry, row) in enumerate(zip(log, steps.itertuples(index=False))):
+        assert entry["start_at_s"] == row.start_at_s
+        if i and row.start_at_s > ends[i - 1]:
+            assert not running and row.start_at_s in arrival_times  # idle until an arrival
+        for rid in entry["preempted"]:
+            running.remove(rid)
+            computed[rid] = 0
+            recomputing.add(rid)
+        assert row.num_preemptions == len(entry["preempted"])
+        total = 0
+        for rid, n, kind in entry["scheduled"]:
+            assert rid not in finished and n >= 1
+            assert spec[rid].arrival_at_s <= row.start_at_s
+            if rid not in running:
+                assert not entry["preempted"], "no admissions in a step that preempted"
+                assert computed[rid] == 0
+                running.append(rid)
+                first_admitted.setdefault(rid, row.start_at_s)
+            known = spec[rid].prompt_tokens + generated[rid]
+            assert computed[rid] + n <= known
+            if rid in recomputing:
+                assert kind == "recompute"
+            elif generated[rid] == 0:
+                assert kind == "prefill"
+            else:
+                assert kind == "decode" and n == 1
+            if eng.long_prefill_token_threshold and kind != "decode" and n > eng.long_prefill_token_threshold:
+                assert len(running) == 1 and row.num_waiting == 0  # alone: threshold ignored
+            computed[rid] += n
+            total += n
+        assert 0 < total <= eng.max_num_batched_tokens
+        assert len({rid for rid, _, _ in entry["scheduled"]}) == len(entry["scheduled"])
+        assert len(running) == row.num_running <= eng.max_num_seqs
+        used = sum(-(-computed[rid] // bs) for rid in running)
+        assert used == pool - row.num_free_kv_blocks <= pool
+        assert row.num_decode_tokens == sum(1 for _, _, k in entry["scheduled"] if k == "decode")
+        assert row.num_decode_tokens + row.num_prefill_tokens == total
+        first, done = [], []
+        for rid, _, _ in entry["scheduled"]:
+            if computed[rid] == spec[rid].prompt_tokens + generated[rid]:
+                generated[rid] += 1
+                recomputing.discard(rid)
+                token_times[rid].append(ends[i])
+                if generated[rid] == 1:
+                    first.append(rid)
+                if generated[rid] == spec[rid].output_tokens:
+                    done.append(rid)
+        assert entry["first_token"] == first
+        assert entry["finished"] == done
+        for rid in done:
+            running.remove(rid)
+            finished.add(rid)
+    assert finished == set(spec)
+    assert all(generated[rid] == spec[rid].output_tokens for rid in spec)
+
+    # Latencies from the replayed token times.
+    table = result.requests.set_index("request_id")
+    all_gaps = []
+    for rid, times in token_times.items():
+        row = table.loc[rid]
+        gaps = np.diff(times)
+        all_gaps.extend(gaps.tolist())
+        assert row["first_token_at_s"] == times[0] >= spec[rid].arrival_at_s
+        assert row["finished_at_s"] == times[-1]
+        assert row["queue_s"] == first_admitted[rid] - spec[rid].arrival_at_s
+        if len(gaps):
+            assert row["max_itl_s"] == gaps.max()
+        else:
+            assert math.isnan(row["max_itl_s"])
+    summary = result.summary()
+    if all_gaps:
+        expected = np.quantile(np.array(all_gaps), [0.5, 0.9, 0.99])
+        assert [summary["itl_p50_s"], summary["itl_p90_s"], summary["itl_p99_s"]] == expected.tolist()
+        assert summary["max_itl_s"] == max(all_gaps)
+    assert table["num_preemptions"].sum() == summary["num_preemptions"] == steps["num_preemptions"].sum()
+    peak_used = int((pool - steps["num_free_kv_blocks"]).max())
+    assert summary["kv_peak_fraction"] == peak_used / pool <= 1.0
+
+
+@settings(max_examples=300)
+@given(scenarios())
+def test_random_workloads_obey_the_invariants_and_modes_agree(scenario):
+    requests, eng, cost = scenario
+    result = simulate_all_modes(requests, eng, cost)
+    replay_and_check(result, requests, eng)
+    # Same input, same result.
+    assert_identical(result, simulate(requests, engine=eng, cost=cost, mode="reference"))
+
+
+@settings(max_examples=40)
+@given(scenarios(max_requests=40, max_prompt=300, max_output=200))
+def test_longer_decodes_with_jumps_agree(scenario):
+    # Longer outputs give long decode-only runs (jumped in fast mode) crossing KV block
+    # boundaries, arrivals and completions.
+    requests, eng, cost = scenario
+    result = simulate_all_modes(requests, eng, cost)
+    replay_and_check(result, requests, eng)
