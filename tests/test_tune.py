@@ -1,0 +1,213 @@
+"""The SLO-to-knobs tuner (budgetlab.tune)."""
+
+from __future__ import annotations
+
+import pytest
+
+from budgetlab import EngineConfig, NoBudgetMeetsTargetError, ParameterError
+from budgetlab.calibrated import CalibratedCost
+from budgetlab.memory import kv_capacity
+from budgetlab.simulator import simulate
+from budgetlab.sweep import SLO, SerialExecutor, SLOUnattainableError, SyntheticWorkload, capacity
+from budgetlab.tune import (
+    BUDGET_WITHOUT_ITL_TOKENS,
+    FirstGuess,
+    _pick,
+    first_guess,
+    step_budget_tokens,
+    tile_budget,
+    tune,
+)
+
+HW, MODEL = "h100-sxm", "llama-3.1-8b"
+SLO_SEED = SLO(ttft_p90_s=0.8, itl_p99_s=0.040)
+WORKLOAD = SyntheticWorkload.conversation_like(num_requests=300)
+
+
+@pytest.mark.parametrize(
+    ("tokens", "expected"),
+    [
+        (2464, 2304),
+        (2560, 2560),
+        (1024, 1024),
+        (1023, 896),
+        (1000, 896),
+        (256, 256),
+        (255, 128),
+        (128, 128),
+        (127, 112),
+        (100, 96),
+        (16, 16),
+        (15, 15),
+        (1, 1),
+        (100_000, 99_840),
+    ],
+)
+def test_tile_budget_rounds_down_to_tiles(tokens, expected):
+    assert tile_budget(tokens) == expected
+    assert tile_budget(expected) == expected  # idempotent
+
+
+@pytest.mark.parametrize("bad", [0, -5, 2.5, True, "2048"])
+def test_tile_budget_refuses_non_positive_ints(bad):
+    with pytest.raises(ParameterError, match="tokens"):
+        tile_budget(bad)
+
+
+def test_step_budget_tokens_inverts_the_step_time(ideal):
+    assert step_budget_tokens(ideal, 0.040) == 2464  # the seed: 40 ms / 16.2 µs
+    numeric = step_budget_tokens(CalibratedCost.ideal(ideal.hardware, ideal.model), 0.040)
+    assert abs(numeric - 2464) <= 1  # the numeric inverse agrees with the closed form
+    typical = CalibratedCost.typical(ideal.hardware, ideal.model)
+    n = step_budget_tokens(typical, 0.040)
+    assert n < 2464  # real steps are slower
+    from budgetlab.roofline import Batch
+
+    assert typical.batch_time_s(Batch(prefill_tokens=(n,), prefill_context_tokens=(0,))) <= 0.040
+    assert typical.batch_time_s(Batch(prefill_tokens=(n + 1,), prefill_context_tokens=(0,))) > 0.040
+    for cost in (ideal, typical):
+        with pytest.raises(NoBudgetMeetsTargetError):
+            step_budget_tokens(cost, 0.001)
+
+
+def test_first_guess_on_the_seed_setting(h100, llama8b):
+    guess = first_guess(WORKLOAD, slo=SLO_SEED, hardware=HW, model=MODEL)
+    assert isinstance(guess, FirstGuess)
+    assert guess.step_budget_tokens == 2464
+    assert guess.max_num_batched_tokens == 2304
+    assert guess.itl_target_s == 0.040 and guess.itl_metric == "itl_p99_s"
+    engine = EngineConfig(max_num_batched_tokens=2304, max_num_seqs=guess.max_num_seqs)
+    assert guess.kv_tokens == kv_capacity(h100, llama8b, engine).num_tokens
+    expected_cap = int(guess.kv_tokens // guess.mean_sequence_tokens) // 16 * 16
+    assert guess.max_num_seqs == expected_cap
+    assert "2,464" in guess.explanation[0] and "2,304" in guess.explanation[0]
+
+
+def test_first_guess_without_itl_limit_and_with_a_fixed_pool():
+    guess = first_guess(
+        WORKLOAD, slo=SLO(ttft_p90_s=1.0), hardware=HW, model=MODEL,
+        engine=EngineConfig(max_num_batched_tokens=512, max_num_seqs=16, num_kv_blocks=1000),
+    )
+    assert guess.max_num_batched_tokens == BUDGET_WITHOUT_ITL_TOKENS
+    assert guess.step_budget_tokens is None
+    assert guess.kv_tokens == 16_000
+    assert guess.max_num_seqs == int(16_000 // guess.mean_sequence_tokens)  # below 16: not rounded
+
+
+def test_first_guess_cap_never_exceeds_the_budget():
+    tiny_prompts = SyntheticWorkload(prompt=4, output=4, num_requests=50)
+    guess = first_guess(tiny_prompts, slo=SLO(max_itl_s=0.006), hardware=HW, model=MODEL)
+    assert guess.max_num_batched_tokens == 256  # 6 ms / 16.2 µs = 370 -> 256
+    assert guess.max_num_seqs == 256  # memory would allow far more
+    assert "clipped to the budget" in guess.explanation[1]
+
+
+def test_budget_candidates_are_tiles_around_the_guess():
+    from budgetlab.tune import BUDGET_FACTORS, _budget_candidate
+
+    assert [_budget_candidate(2304, f) for f in BUDGET_FACTORS] == [1024, 1536, 1792, 2304, 2560]
+    assert [_budget_candidate(1536, f) for f in BUDGET_FACTORS] == [768, 1024, 1280, 1536, 1792]
+    assert _budget_candidate(512, 1.1) == 640  # never folded back onto the guess
+
+
+def test_pick_keeps_the_guess_among_ties():
+    rows = [
+        {"k": 1024, "capacity_per_s": 10.0, "status": "ok"},
+        {"k": 2048, "capacity_per_s": 10.1, "status": "ok"},
+        {"k": 3072, "capacity_per_s": 10.3, "status": "ok"},
+        {"k": 4096, "capacity_per_s": 0.0, "status": "fails at every load"},
+    ]
+    assert _pick(rows, "k", 2048, 0.02) == 2048  # 10.1 is within 2 % of 10.3
+    assert _pick(rows, "k", 1024, 0.02) == 2048  # 10.0 is not; nearest of the tied ones
+    assert _pick(rows, "k", 1024, 0.001) == 3072
+    assert _pick(rows[3:], "k", 1024, 0.02) is None
+
+
+@pytest.fixture(scope="module")
+def seed_tune():
+    # the default executor: a local process pool
+    return tune(WORKLOAD, slo=SLO_SEED, hardware=HW, model=MODEL)
+
+
+def test_tune_on_the_seed_setting_lands_near_2500(seed_tune):
+    result = seed_tune
+    assert 0.75 * 2464 <= result.max_num_batched_tokens <= 1.25 * 2464
+    assert result.max_num_batched_tokens % 256 == 0
+    assert result.max_num_batched_tokens >= result.max_num_seqs
+    assert result.first_guess.max_num_batched_tokens == 2304
+    assert result.capacity_per_s == result.capacity.capacity_per_s > 0
+    assert result.engine == EngineConfig(
+        max_num_batched_tokens=result.max_num_batched_tokens, max_num_seqs=result.max_num_seqs
+    )
+
+
+def test_tune_recommendation_meets_the_slo_in_a_confirming_simulation(seed_tune, ideal):
+    result = seed_tune
+    for fraction in (1.0, 0.95, 0.8):
+        reqs = WORKLOAD.requests(rate_per_s=fraction * result.capacity_per_s, seed=0)
+        summary = simulate(reqs, engine=result.engine, cost=ideal).summary()
+        assert SLO_SEED.holds(summary), (fraction, SLO_SEED.violations(summary))
+    above = WORKLOAD.requests(rate_per_s=result.capacity.upper_per_s, seed=0)
+    assert not SLO_SEED.holds(simulate(above, engine=result.engine, cost=ideal).summary())
+
+
+def test_tune_reports_candidates_and_reasons(seed_tune):
+    result = seed_tune
+    table = result.candidates
+    assert list(table["phase"].unique()) == ["budget", "max_num_seqs"]
+    budgets = table.loc[table.phase == "budget", "max_num_batched_tokens"].tolist()
+    assert budgets == sorted(budgets) and 2304 in budgets and len(budgets) >= 4
+    caps = table.loc[table.phase == "max_num_seqs"]
+    assert (caps["max_num_batched_tokens"] == result.max_num_batched_tokens).all()  # one knob at a time
+    chosen = table[table.chosen]
+    assert set(zip(chosen.max_num_batched_tokens, chosen.max_num_seqs)) == {
+        (result.max_num_batched_tokens, result.max_num_seqs)
+    }
+    assert (chosen["capacity_per_s"] == result.capacity_per_s).all()
+    # a budget above the ITL-derived one breaks the ITL limit at some load
+    over = table[(table.phase == "budget") & (table.max_num_batched_tokens > 2464)]
+    assert not over.empty and (over["breaks_on"] == "itl_p99_s").all()
+    text = str(result)
+    assert result.binding_gate in {"token budget", "sequence cap", "KV memory", "none"}
+    assert "Recommendation" in text and "binds" in text and "breaks on" in text
+    assert len(result.explanation) >= 7
+
+
+def test_tune_same_answer_on_any_executor(seed_tune):
+    serial = tune(
+        WORKLOAD, slo=SLO_SEED, hardware=HW, model=MODEL, executor=SerialExecutor(),
+        budget_factors=(1.0,), cap_factors=(1.0,),
+    )
+    assert serial.max_num_batched_tokens == 2304
+    guess_row = seed_tune.candidates[seed_tune.candidates.is_first_guess].iloc[0]
+    assert serial.capacity_per_s == guess_row["capacity_per_s"]
+
+
+def test_tune_when_nothing_meets_the_slo():
+    with pytest.raises(SLOUnattainableError, match="no budget meets the SLO"):
+        tune(WORKLOAD, slo=SLO(ttft_p50_s=0.005), hardware=HW, model=MODEL, executor=SerialExecutor(),
+             budget_factors=(1.0,), cap_factors=(1.0,))
+    with pytest.raises(NoBudgetMeetsTargetError):
+        tune(WORKLOAD, slo=SLO(itl_p99_s=0.002), hardware=HW, model=MODEL)
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        (dict(slo={"itl_p99_s": 0.04}), "slo must be an SLO"),
+        (dict(budget_factors=()), "budget_factors"),
+        (dict(cap_factors=(1.0, -1.0)), "cap_factors"),
+        (dict(cost="fast"), "unknown cost model"),
+        (dict(engine="vllm"), "EngineConfig"),
+    ],
+)
+def test_tune_argument_errors(changes, match):
+    args = dict(slo=SLO_SEED, hardware=HW, model=MODEL)
+    args.update(changes)
+    with pytest.raises(ParameterError, match=match):
+        tune(WORKLOAD, **args)
+
+
+def test_tune_capacity_matches_a_direct_capacity_search(seed_tune):
+    direct = capacity(WORKLOAD, slo=SLO_SEED, engine=seed_tune.engine, hardware=HW, model=MODEL)
+    assert direct.capacity_per_s == seed_tune.capacity_per_s
