@@ -17,14 +17,12 @@ time of this process is printed next to the wall time.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from budgetlab import EngineConfig, IdealCost
+from budgetlab import EngineConfig, IdealCost, conversation_like, hardware, load_trace, model, requests_to_frame
 from budgetlab.simulator import simulate
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -32,55 +30,9 @@ TRACE = REPO_ROOT.parent / "shared" / "data" / "traces" / "splitwise_conv.csv"
 TARGET_S = 2.0
 
 
-def load_trace(path: Path) -> pd.DataFrame:
-    """Requests table from a Splitwise/Vidur CSV (``arrived_at,num_prefill_tokens,num_decode_tokens``).
-
-    A minimal reader; :mod:`budgetlab.workload` has the validating loader.
-    """
-    raw = pd.read_csv(path)
-    return pd.DataFrame(
-        {
-            "request_id": np.arange(len(raw)),
-            "arrival_at_s": raw["arrived_at"].to_numpy(dtype=float),
-            "prompt_tokens": raw["num_prefill_tokens"].to_numpy(dtype=np.int64),
-            "output_tokens": raw["num_decode_tokens"].to_numpy(dtype=np.int64),
-        }
-    )
-
-
-def synthetic_conversation(num_requests: int = 19_366, rate_per_s: float = 5.5, seed: int = 0) -> pd.DataFrame:
-    """A workload shaped like the conversation trace: lognormal lengths, Poisson arrivals.
-
-    Prompt median ≈ 1,020 tokens, output median ≈ 129 tokens (the trace's medians), 5.5
-    requests/s (19,366 requests in ≈ 3,500 s).
-    """
-    rng = np.random.default_rng(seed)
-    arrivals = np.cumsum(rng.exponential(1.0 / rate_per_s, num_requests))
-    arrivals -= arrivals[0]
-    prompts = np.clip(np.rint(rng.lognormal(math.log(1020), 0.8, num_requests)), 2, 14_000)
-    outputs = np.clip(np.rint(rng.lognormal(math.log(129), 0.9, num_requests)), 1, 1_000)
-    return pd.DataFrame(
-        {
-            "request_id": np.arange(num_requests),
-            "arrival_at_s": arrivals,
-            "prompt_tokens": prompts.astype(np.int64),
-            "output_tokens": outputs.astype(np.int64),
-        }
-    )
-
-
 def h100_llama8b() -> IdealCost:
-    """IdealCost for H100 SXM + Llama 3.1 8B, from the catalog (or the seeds' numbers)."""
-    try:
-        from budgetlab.catalog import hardware, model
-
-        return IdealCost(hardware("h100-sxm"), model("llama-3.1-8b"))
-    except Exception:  # noqa: BLE001 - the catalog is optional for this script
-        from budgetlab import HardwareSpec, ModelSpec
-
-        gpu = HardwareSpec("h100-sxm", "NVIDIA H100 SXM", 989.4e12, 3.35e12, 80e9, "NVLink 4", 450e9, 10e-6)
-        llm = ModelSpec("llama-3.1-8b", "Llama 3.1 8B", 8.03e9, 8.03e9, 32, 4096, 32, 8, 128, 14336, 128256)
-        return IdealCost(gpu, llm)
+    """IdealCost for H100 SXM + Llama 3.1 8B from the catalog."""
+    return IdealCost(hardware("h100-sxm"), model("llama-3.1-8b"))
 
 
 def timed(requests: pd.DataFrame, engine: EngineConfig, cost: IdealCost, mode: str):
@@ -95,20 +47,20 @@ def same(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(x == y or (x != x and y != y) for x, y in zip(a.values(), b.values()))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="fast-mode repetitions (best is reported)")
     parser.add_argument(
         "--reference-limit", type=int, default=0, help="run reference mode on the first N requests only (0: all)"
     )
     parser.add_argument("--trace", type=Path, default=TRACE, help="Splitwise-format CSV (default: the conv trace)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     if args.trace.exists():
-        requests = load_trace(args.trace)
+        requests = requests_to_frame(load_trace(args.trace))
         source = f"{args.trace.name}"
     else:
-        requests = synthetic_conversation()
+        requests = requests_to_frame(conversation_like(num_requests=19_366, rate_per_s=5.5, seed=0))
         source = "synthetic conversation-shaped workload (trace file absent; seed 0)"
     cost = h100_llama8b()
     engine = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=256)

@@ -18,7 +18,7 @@ import bench_sweep  # noqa: E402
 
 def main() -> None:
     print("== simulator ==", flush=True)
-    bench_simulator.main()
+    bench_simulator.main([])
     print("\n== sweeps and capacity ==", flush=True)
     bench_sweep.main([])
 
