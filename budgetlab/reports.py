@@ -378,6 +378,9 @@ def _run_job(
             cwd=str(cwd),
             progress_bar=False,
             log_output=False,
+            # one save at the end (papermill writes the partial notebook on failure too);
+            # saving after every cell doubled the render time
+            request_save_on_cell_execute=False,
             execution_timeout=cell_timeout_s,
             # silences the kernel's start-up banner ("running over TCP without encryption")
             extra_arguments=["--IPKernelApp.log_level=ERROR"],
