@@ -1,8 +1,10 @@
 """budgetlab: how an LLM server's token budget and sequence cap shape latency.
 
-The package holds all the math behind the notebooks: the roofline step cost, the budget
-filled in vLLM's order with chunked prompts, KV memory and three-gate admission, and (in later
-modules) a continuous-batching simulator with vLLM V1's scheduling rules.
+The package holds all the math behind the notebooks: the ideal and calibrated step costs, the
+budget filled in vLLM's order with chunked prompts, KV memory and three-gate admission, a
+continuous-batching simulator with vLLM V1's scheduling rules, workloads, load sweeps,
+capacity under an SLO and a knob tuner. Everything listed here is importable as
+``budgetlab.<name>``.
 """
 
 from __future__ import annotations

@@ -46,7 +46,8 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from budgetlab.calibrated import CalibratedCost
-from budgetlab.errors import BudgetlabError
+from budgetlab._checks import number_in
+from budgetlab.errors import CalibrationError  # importable from here too
 from budgetlab.roofline import Batch, CostModel
 from budgetlab.specs import HardwareSpec, ModelSpec
 
@@ -73,10 +74,6 @@ FITTABLE: dict[str, tuple[str, float, float, float]] = {
 }
 DEFAULT_FIT = ("step_overhead_s", "bandwidth_efficiency", "flop_efficiency", "knee_overlap_loss")
 TILE_CANDIDATES = (16, 32, 64, 128, 256)
-
-
-class CalibrationError(BudgetlabError, ValueError):
-    """A measurement table or fit request that cannot give a meaningful calibration."""
 
 
 @dataclass(frozen=True)
@@ -167,6 +164,8 @@ def read_measurements(table: str | os.PathLike[str] | pd.DataFrame) -> pd.DataFr
             raise CalibrationError(f"measurement table {where} does not exist") from None
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
             raise CalibrationError(f"{where} is not a readable CSV: {exc}") from None
+        except OSError as exc:  # a directory, no permission, ...
+            raise CalibrationError(f"measurement table {where} cannot be read: {exc}") from None
     else:
         raise CalibrationError(
             f"table must be a CSV path or a pandas DataFrame, got {type(table).__name__}"
@@ -371,10 +370,15 @@ def calibrate(
     hardware, model = _resolve(hardware, model)
     names = _check_fit_names(fit)
     frame = read_measurements(table)
-    if isinstance(holdout_fraction, bool) or not (
-        isinstance(holdout_fraction, (int, float)) and 0.0 <= holdout_fraction < 1.0
-    ):
-        raise CalibrationError(f"holdout_fraction must be in [0, 1), got {holdout_fraction!r}")
+    number_in(
+        "holdout_fraction",
+        holdout_fraction,
+        low=0.0,
+        high=1.0,
+        high_open=True,
+        what="in [0, 1)",
+        error=CalibrationError,
+    )
 
     if start is None:
         start = CalibratedCost.typical(hardware, model, tp=tp).with_(

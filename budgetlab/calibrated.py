@@ -88,13 +88,13 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from numbers import Integral, Real
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from budgetlab._checks import flag, int_at_least, number_in
 from budgetlab.errors import ParameterError
 from budgetlab.memory import kv_bytes_per_token
 from budgetlab.roofline import Batch
@@ -238,9 +238,7 @@ class CalibratedCost:
             raise ParameterError(f"hardware must be a HardwareSpec, got {type(self.hardware).__name__}")
         if not isinstance(self.model, ModelSpec):
             raise ParameterError(f"model must be a ModelSpec, got {type(self.model).__name__}")
-        tp = self.tp
-        if isinstance(tp, bool) or not isinstance(tp, Integral) or tp < 1:
-            raise ParameterError(f"tp must be an int >= 1 (GPUs per replica), got {tp!r}")
+        tp = int_at_least("tp", self.tp, 1, what="an int >= 1 (GPUs per replica)")
         if self.model.num_attention_heads % tp:
             raise ParameterError(
                 f"tp={tp} does not divide {self.model.name}'s {self.model.num_attention_heads} "
@@ -248,23 +246,18 @@ class CalibratedCost:
                 f"{_divisors_text(self.model.num_attention_heads)}."
             )
         for name in ("step_overhead_s", "layer_overhead_s"):
-            _require_real(name, getattr(self, name), low=0.0, high=math.inf, what="seconds >= 0")
+            number_in(name, getattr(self, name), low=0.0, what="seconds >= 0")
         for name in ("bandwidth_efficiency", "flop_efficiency"):
-            value = getattr(self, name)
-            _require_real(name, value, low=0.0, high=1.0, what="a fraction in (0, 1]")
-            if value == 0:
-                raise ParameterError(f"{name} must be a fraction in (0, 1], got 0")
-        _require_real(
-            "knee_overlap_loss", self.knee_overlap_loss, low=0.0, high=1.0, what="a fraction in [0, 1]"
-        )
+            number_in(name, getattr(self, name), low=0.0, high=1.0, low_open=True, what="a fraction in (0, 1]")
+        number_in("knee_overlap_loss", self.knee_overlap_loss, low=0.0, high=1.0, what="a fraction in [0, 1]")
         for name in ("attention", "kv_reads", "moe", "all_reduce"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ParameterError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        tile = self.tile_tokens
-        if tile is not None and (isinstance(tile, bool) or not isinstance(tile, Integral) or tile < 1):
-            raise ParameterError(
-                f"tile_tokens must be a positive int (GEMM tile rows, e.g. 64 or 128) or None "
-                f"to turn tile quantization off, got {tile!r}"
+            flag(name, getattr(self, name))
+        if self.tile_tokens is not None:
+            int_at_least(
+                "tile_tokens",
+                self.tile_tokens,
+                1,
+                what="a positive int (GEMM tile rows, e.g. 64 or 128) or None to turn tile quantization off",
             )
         if self._moe_active:
             shared = self.model.num_params - self.model.num_experts * self._expert_params_all_layers
@@ -554,11 +547,6 @@ class _Constants:
     shared_params: float
     expert_params: float
     dtype_bytes: float
-
-
-def _require_real(name: str, value: object, *, low: float, high: float, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, Real) or not (low <= float(value) <= high):
-        raise ParameterError(f"{name} must be {what}, got {value!r}")
 
 
 def _divisors_text(n: int) -> str:

@@ -43,8 +43,28 @@ class TraceFormatError(BudgetlabError, ValueError):
     """A workload trace file that cannot be read faithfully (names file, row and column)."""
 
 
+class CalibrationError(BudgetlabError, ValueError):
+    """A measurement table or fit request that cannot give a meaningful calibration."""
+
+
+class SLOUnattainableError(BudgetlabError, ValueError):
+    """The SLO fails even at the lowest offered load searched: no load meets it.
+
+    Attributes (when raised by :func:`budgetlab.sweep.capacity`): ``rate_per_s``, the lowest
+    load tried [1/s], and ``violations``, the limits broken there (worst first).
+    """
+
+
+class CapacityAboveBoundsError(BudgetlabError, ValueError):
+    """The SLO still holds at the highest offered load searched: capacity is above it.
+
+    Attribute ``rate_per_s``: the highest load at which it held [1/s].
+    """
+
+
 class ParameterError(BudgetlabError, ValueError):
-    """A notebook or report parameter of the wrong type or out of range.
+    """An argument of the wrong type or out of range: a notebook or report parameter, or an
+    argument of a cost model, sweep, capacity search or tuner.
 
     In IPython (Jupyter, papermill) it shows as its one message, not as a traceback: the
     message already names the parameter, the value, what is expected and the fix.

@@ -168,6 +168,8 @@ def num_kv_blocks(engine: EngineConfig, hardware: HardwareSpec | None = None, mo
     ------
     ValueError
         When the engine leaves the pool to be derived but no hardware or model is given.
+    DoesNotFitError
+        When weights plus activations leave no KV cache (see :func:`kv_capacity`).
     """
     if engine.num_kv_blocks is not None:
         return engine.num_kv_blocks

@@ -7,7 +7,7 @@ steps), which is what hand-worked scheduling examples want.
 
 The cost-model interface
 ------------------------
-Anything with these two methods can drive :func:`budgetlab.simulate`:
+Anything with these two methods can drive :func:`budgetlab.simulate` and the sweeps:
 
 ``batch_time_s(batch: Batch) -> float``
     Seconds for a step of the given composition.
@@ -15,6 +15,8 @@ Anything with these two methods can drive :func:`budgetlab.simulate`:
     Seconds for each of a run of consecutive decode-only steps, where step ``i`` holds
     ``num_decodes`` decodes whose contexts sum to ``decode_context_tokens[i]``. It must equal
     ``batch_time_s`` of each step to the last bit, so the simulator can jump over such runs.
+    :func:`budgetlab.simulate` does without it (it then prices each step of a run with
+    ``batch_time_s``, more slowly); :class:`CostModel` and the sweeps expect both methods.
 
 ``step_time_s(num_tokens)`` is the scripted, vectorized view used by the notebooks: the time
 of a step that processes ``num_tokens`` tokens.
@@ -31,6 +33,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import ArrayLike
 
+from budgetlab._checks import number_in
 from budgetlab.errors import NoBudgetMeetsTargetError
 from budgetlab.specs import HardwareSpec, ModelSpec
 
@@ -132,7 +135,7 @@ class IdealCost:
             Tokens in the step [tokens], >= 0. A step of 0 tokens is not run (0 s).
         """
         tokens = np.asarray(num_tokens, dtype=float)
-        if np.any(tokens < 0):
+        if not np.all(tokens >= 0):  # NaN too
             raise ValueError("num_tokens must be >= 0")
         time_s = np.where(tokens > 0, np.maximum(self.weight_read_s, tokens * self.per_token_s), 0.0)
         return float(time_s) if time_s.ndim == 0 else time_s
@@ -171,8 +174,8 @@ class ConstantCost:
     step_time_s: float = 1.0
 
     def __post_init__(self) -> None:
-        if not (np.isfinite(self.step_time_s) and self.step_time_s > 0):
-            raise ValueError(f"step_time_s must be a positive number of seconds, got {self.step_time_s!r}")
+        seconds = "a positive number of seconds"
+        number_in("step_time_s", self.step_time_s, low=0.0, low_open=True, what=seconds, error=ValueError)
 
     def batch_time_s(self, batch: Batch) -> float:
         """The constant step time [s]."""

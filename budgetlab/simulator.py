@@ -628,9 +628,6 @@ class _Simulator:
         duration = float(duration)
         end = t + duration
 
-        used = self.pool - free
-        if used > self.peak_used:
-            self.peak_used = used
         self._record_step(t, duration, num_dec, sum(pre_tokens), len(running), len(waiting), free, len(preempted))
 
         # End of step: sample.
@@ -729,9 +726,17 @@ class _Simulator:
             )
         return duration
 
+    def _track_peak(self, free: int) -> None:
+        """Note the KV blocks in use after scheduling a step (or a jumped run)."""
+        used = self.pool - free
+        if used > self.peak_used:
+            self.peak_used = used
+
     def _record_step(
         self, t: float, duration: float, ndec: int, npref: int, nrun: int, nwait: int, free: int, npre: int
     ) -> None:
+        """Append one scheduled step to the per-step columns (``free`` after scheduling it)."""
+        self._track_peak(free)
         self.s_start.append(t)
         self.s_dur.append(duration)
         self.s_ndec.append(ndec)
@@ -868,9 +873,7 @@ class _Simulator:
             free -= new_blocks
             if finished:
                 free_later = sum([(comp[r] + bs - 1) // bs for r in finished])
-        used = self.pool - free
-        if used > self.peak_used:
-            self.peak_used = used
+        self._track_peak(free)
         self.r_nfin.append(len(finished))
         if finished:
             self.r_fin.extend(finished)
@@ -939,9 +942,6 @@ class _Simulator:
         pre_tokens = tuple(take[pre].tolist())
         duration = self._duration(Batch(num_dec, dec_ctx, pre_tokens, tuple(cm[pre].tolist())))
         end = t + duration
-        used = self.pool - free
-        if used > self.peak_used:
-            self.peak_used = used
         self._record_step(t, duration, num_dec, sum(pre_tokens), len(running), len(waiting), free, 0)
 
         new_comp = cm + take

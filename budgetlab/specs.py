@@ -8,9 +8,9 @@ vLLM refuses at start-up (see ``shared/reference/vllm-v1-scheduling.md``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from numbers import Integral
 from typing import Literal
 
+from budgetlab._checks import flag, int_at_least, number_in
 from budgetlab.errors import ConfigError
 
 __all__ = ["HardwareSpec", "ModelSpec", "EngineConfig", "Request", "SCHEDULING_POLICIES"]
@@ -168,23 +168,25 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
-            _require_positive_int(name, getattr(self, name))
-        if self.num_kv_blocks is not None:
-            _require_positive_int("num_kv_blocks", self.num_kv_blocks)
-        if self.max_model_len is not None:
-            _require_positive_int("max_model_len", self.max_model_len)
+            int_at_least(name, getattr(self, name), what="a positive int", error=ConfigError)
+        for name in ("num_kv_blocks", "max_model_len"):  # None: derived from memory / unlimited
+            if getattr(self, name) is not None:
+                int_at_least(name, getattr(self, name), what="a positive int", error=ConfigError)
         threshold = self.long_prefill_token_threshold
-        if isinstance(threshold, bool) or not isinstance(threshold, Integral) or threshold < 0:
-            raise ConfigError(
-                f"long_prefill_token_threshold must be an int >= 0 (0 disables it), got {threshold!r}"
-            )
-        if isinstance(self.gpu_memory_utilization, bool) or not (
-            0.0 < float(self.gpu_memory_utilization) <= 1.0
-        ):
-            raise ConfigError(
-                "gpu_memory_utilization must be a fraction in (0, 1], "
-                f"got {self.gpu_memory_utilization!r}; vLLM's default is 0.9"
-            )
+        int_at_least(
+            "long_prefill_token_threshold", threshold, 0, what="an int >= 0 (0 disables it)", error=ConfigError
+        )
+        number_in(
+            "gpu_memory_utilization",
+            self.gpu_memory_utilization,
+            low=0.0,
+            high=1.0,
+            low_open=True,
+            what="a fraction in (0, 1]",
+            hint="; vLLM's default is 0.9",
+            error=ConfigError,
+        )
+        flag("enable_chunked_prefill", self.enable_chunked_prefill, error=ConfigError)
         if self.policy not in SCHEDULING_POLICIES:
             raise ConfigError(
                 f"policy must be one of {', '.join(SCHEDULING_POLICIES)}, got {self.policy!r}"
@@ -217,11 +219,6 @@ class EngineConfig:
             )
 
 
-def _require_positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, Integral) or value <= 0:
-        raise ConfigError(f"{name} must be a positive int, got {value!r}")
-
-
 @dataclass(frozen=True, slots=True)
 class Request:
     """One inference request as the simulator sees it.
@@ -244,15 +241,11 @@ class Request:
     output_tokens: int
 
     def __post_init__(self) -> None:
-        arrival = self.arrival_at_s
-        if isinstance(arrival, bool) or not isinstance(arrival, (int, float)) or not (arrival >= 0) or arrival == float("inf"):
-            raise ValueError(
-                f"request {self.request_id!r}: arrival_at_s must be a finite number of seconds >= 0, got {arrival!r}"
-            )
+        where = f"request {self.request_id!r}: "
+        seconds = "a finite number of seconds >= 0"
+        number_in(where + "arrival_at_s", self.arrival_at_s, low=0.0, what=seconds, error=ValueError)
         for name in ("prompt_tokens", "output_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-                raise ValueError(f"request {self.request_id!r}: {name} must be an int >= 1, got {value!r}")
+            int_at_least(where + name, getattr(self, name), 1, error=ValueError)
 
     @property
     def total_tokens(self) -> int:

@@ -53,7 +53,6 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from numbers import Integral, Real
 from os import PathLike
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -62,16 +61,19 @@ import pandas as pd
 
 from budgetlab.catalog import hardware as _lookup_hardware
 from budgetlab.catalog import model as _lookup_model
-from budgetlab.errors import BudgetlabError, ConfigError, ParameterError
+from budgetlab._checks import int_at_least, is_number, number_in
+from budgetlab.errors import (  # the two capacity errors are importable from here too
+    CapacityAboveBoundsError,
+    ConfigError,
+    ParameterError,
+    SLOUnattainableError,
+)
 from budgetlab.memory import num_kv_blocks
 from budgetlab.roofline import Batch, CostModel, IdealCost
 from budgetlab.simulator import simulate
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
 from budgetlab.workload import (
-    CODE_OUTPUT,
-    CODE_PROMPT,
-    CONVERSATION_OUTPUT,
-    CONVERSATION_PROMPT,
+    PRESETS,
     LengthDistribution,
     load_trace,
     synthetic_workload,
@@ -108,50 +110,31 @@ DEFAULT_NUM_REQUESTS = 2000
 """Requests per simulation in the presets: enough for stable p90/p99, fast enough to sweep."""
 
 
-class SLOUnattainableError(BudgetlabError, ValueError):
-    """The SLO fails even at the lowest offered load searched: no load meets it.
-
-    Attributes (when raised by :func:`capacity`): ``rate_per_s``, the lowest load tried
-    [1/s], and ``violations``, the limits broken there (worst first).
-    """
-
-
-class CapacityAboveBoundsError(BudgetlabError, ValueError):
-    """The SLO still holds at the highest offered load searched: capacity is above it.
-
-    Attribute ``rate_per_s``: the highest load at which it held [1/s].
-    """
-
-
 # --------------------------------------------------------------------------------------------
 # Small checks
 # --------------------------------------------------------------------------------------------
 
 
 def _positive_rate(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or not (
-        math.isfinite(float(value)) and float(value) > 0
-    ):
-        raise ParameterError(f"{name} must be a finite number of requests per second > 0, got {value!r}")
-    return float(value)
-
-
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-        raise ParameterError(f"{name} must be an int >= 1, got {value!r}")
-    return int(value)
+    return number_in(name, value, low=0.0, low_open=True, what="a finite number of requests per second > 0")
 
 
 def _seed(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
-        raise ParameterError(f"{name} must be an int >= 0, got {value!r}")
-    return int(value)
+    return int_at_least(name, value, 0)
 
 
 def _fraction(name: str, value: object, *, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or not (low < float(value) < high):
-        raise ParameterError(f"{name} must be a number in ({low:g}, {high:g}), got {value!r}")
-    return float(value)
+    what = f"a number in ({low:g}, {high:g})"
+    return number_in(name, value, low=low, high=high, low_open=True, high_open=True, what=what)
+
+
+def _engine_template(engine: object) -> EngineConfig:
+    """The engine whose other knobs a sweep or the tuner keeps; ``None``: vLLM's defaults."""
+    if engine is None:
+        return EngineConfig(max_num_batched_tokens=8192, max_num_seqs=256)
+    if not isinstance(engine, EngineConfig):
+        raise ParameterError(f"engine must be an EngineConfig template or None, got {type(engine).__name__}")
+    return engine
 
 
 def _axis(name: str, values: object, check: Callable[[str, object], Any]) -> tuple[Any, ...]:
@@ -252,7 +235,7 @@ class SyntheticWorkload:
     label: str = "synthetic"
 
     def __post_init__(self) -> None:
-        _positive_int("num_requests", self.num_requests)
+        int_at_least("num_requests", self.num_requests)
         # One draw validates the distributions, the arrival kind and cv with workload's messages.
         synthetic_workload(
             num_requests=1,
@@ -274,14 +257,7 @@ class SyntheticWorkload:
     ) -> SyntheticWorkload:
         """Chat traffic: Splitwise conversation-trace lengths (prompt median ≈ 1,020 tokens,
         output median ≈ 129), see :func:`budgetlab.workload.conversation_like`."""
-        return cls(
-            prompt=CONVERSATION_PROMPT,
-            output=CONVERSATION_OUTPUT,
-            num_requests=num_requests,
-            arrivals=arrivals,
-            cv=cv,
-            label="conversation-like",
-        )
+        return cls._preset("conversation-like", num_requests=num_requests, arrivals=arrivals, cv=cv)
 
     @classmethod
     def code_like(
@@ -291,15 +267,14 @@ class SyntheticWorkload:
         arrivals: Literal["poisson", "gamma"] = "poisson",
         cv: float = 1.0,
     ) -> SyntheticWorkload:
-        """Code completion: Splitwise code-trace lengths (long prompts, short answers)."""
-        return cls(
-            prompt=CODE_PROMPT,
-            output=CODE_OUTPUT,
-            num_requests=num_requests,
-            arrivals=arrivals,
-            cv=cv,
-            label="code-like",
-        )
+        """Code completion: Splitwise code-trace lengths (long prompts, short answers), see
+        :func:`budgetlab.workload.code_like`."""
+        return cls._preset("code-like", num_requests=num_requests, arrivals=arrivals, cv=cv)
+
+    @classmethod
+    def _preset(cls, label: str, **options: Any) -> SyntheticWorkload:
+        prompt, output = PRESETS[label]
+        return cls(prompt=prompt, output=output, label=label, **options)
 
     def requests(self, *, rate_per_s: float, seed: int = 0) -> list[Request]:
         """The requests offered at ``rate_per_s`` [1/s]; ids 0, 1, ... in arrival order.
@@ -325,8 +300,7 @@ class SyntheticWorkload:
 
     def mean_sequence_tokens(self, *, seed: int = 0) -> float:
         """Mean prompt + output length of the requests the seed draws [tokens]."""
-        reqs = self.requests(rate_per_s=1.0, seed=seed)
-        return float(np.mean([r.prompt_tokens + r.output_tokens for r in reqs]))
+        return _mean_total_tokens(self.requests(rate_per_s=1.0, seed=seed))
 
 
 @dataclass(frozen=True, eq=False)
@@ -357,12 +331,14 @@ class TraceWorkload:
 
     def __post_init__(self) -> None:
         arrivals = np.array(self.arrival_at_s, dtype=float)
-        prompts = np.array(self.prompt_tokens, dtype=np.int64)
-        outputs = np.array(self.output_tokens, dtype=np.int64)
+        prompts = np.array(self.prompt_tokens, dtype=float)
+        outputs = np.array(self.output_tokens, dtype=float)
         if not (arrivals.ndim == prompts.ndim == outputs.ndim == 1) or not (
             arrivals.size == prompts.size == outputs.size
         ):
             raise ParameterError("arrival_at_s, prompt_tokens and output_tokens must be 1-D and equally long")
+        if not np.isfinite(arrivals).all():
+            raise ParameterError("trace arrival_at_s must hold finite numbers of seconds")
         if arrivals.size < 2 or not arrivals[-1] > arrivals[0]:
             raise ParameterError(
                 "a trace to replay at other loads needs at least two requests arriving at different "
@@ -370,9 +346,17 @@ class TraceWorkload:
             )
         if np.any(np.diff(arrivals) < 0):
             raise ParameterError("trace arrival_at_s must be non-decreasing; sort the trace by arrival time")
-        if np.any(prompts < 1) or np.any(outputs < 1):
-            raise ParameterError("trace prompt_tokens and output_tokens must all be >= 1")
-        arrays = {"arrival_at_s": arrivals, "prompt_tokens": prompts, "output_tokens": outputs}
+        for tokens in (prompts, outputs):
+            if not (np.isfinite(tokens) & (tokens == np.floor(tokens)) & (tokens >= 1)).all():
+                raise ParameterError(
+                    "trace prompt_tokens and output_tokens must all be whole numbers >= 1 (nothing "
+                    "is rounded)"
+                )
+        arrays = {
+            "arrival_at_s": arrivals,
+            "prompt_tokens": prompts.astype(np.int64),
+            "output_tokens": outputs.astype(np.int64),
+        }
         for name, array in arrays.items():
             array.setflags(write=False)
             object.__setattr__(self, name, array)
@@ -466,8 +450,12 @@ def _mean_sequence_tokens(workload: SweepWorkload, seed: int) -> float:
     method = getattr(workload, "mean_sequence_tokens", None)
     if callable(method):
         return float(method(seed=seed))
-    reqs = workload.requests(rate_per_s=1.0, seed=seed)
-    return float(np.mean([r.prompt_tokens + r.output_tokens for r in reqs]))
+    return _mean_total_tokens(workload.requests(rate_per_s=1.0, seed=seed))
+
+
+def _mean_total_tokens(requests: Sequence[Request]) -> float:
+    """Mean prompt + output length [tokens]."""
+    return float(np.mean([r.prompt_tokens + r.output_tokens for r in requests]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -584,7 +572,7 @@ def max_service_rate_per_s(
     mean_sequence_tokens : float
         The workload's mean prompt + output [tokens].
     """
-    budget = _positive_int("max_num_batched_tokens", max_num_batched_tokens)
+    budget = int_at_least("max_num_batched_tokens", max_num_batched_tokens)
     step_s = float(cost.batch_time_s(Batch(prefill_tokens=(budget,), prefill_context_tokens=(0,))))
     return budget / step_s / float(mean_sequence_tokens)
 
@@ -915,13 +903,9 @@ def sweep(
     ...               hardware="h100-sxm", model="llama-3.1-8b")  # doctest: +SKIP
     """
     workload = _check_workload(workload)
-    template = engine if engine is not None else EngineConfig(max_num_batched_tokens=8192, max_num_seqs=256)
-    if not isinstance(template, EngineConfig):
-        raise ParameterError(
-            f"engine must be an EngineConfig template or None, got {type(template).__name__}"
-        )
-    budget_axis = _axis("budgets", budgets, _positive_int)
-    cap_axis = _axis("max_num_seqs", max_num_seqs, _positive_int)
+    template = _engine_template(engine)
+    budget_axis = _axis("budgets", budgets, int_at_least)
+    cap_axis = _axis("max_num_seqs", max_num_seqs, int_at_least)
     rate_axis, scale_axis = _load_axis(workload, rates_per_s, time_scales)
     hw_axis = _axis("hardware", hardware, _as_hardware)
     model_axis = _axis("model", model, _as_model)
@@ -939,7 +923,7 @@ def sweep(
 
     points: list[SweepPoint] = []
     knobs: list[dict[str, Any]] = []
-    kv_blocks: dict[tuple[Any, ...], int] = {}
+    sized: set[tuple[str, str, int, int]] = set()  # KV pools checked to fit
     for hw, mdl, cst, budget, cap, seed in itertools.product(
         hw_axis, model_axis, cost_axis, budget_axis, cap_axis, seed_axis
     ):
@@ -947,8 +931,9 @@ def sweep(
             continue
         eng = replace(template, max_num_batched_tokens=budget, max_num_seqs=cap)
         key = (hw.slug, mdl.slug, budget, cap)
-        if key not in kv_blocks:
-            kv_blocks[key] = num_kv_blocks(eng, hw, mdl)  # DoesNotFitError before anything runs
+        if key not in sized:
+            num_kv_blocks(eng, hw, mdl)  # DoesNotFitError before anything runs
+            sized.add(key)
         for rate, scale in zip(rate_axis, scale_axis):
             points.append(SweepPoint(workload, rate, seed, eng, hw, mdl, cst, mode))
             row = {
@@ -1126,7 +1111,7 @@ class SLO:
             value = getattr(self, metric)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, Real):
+            if not is_number(value):
                 raise ParameterError(f"SLO {metric} must be a number of seconds, got {value!r}")
             number = float(value)
             if not (math.isfinite(number) and number > 0):
@@ -1222,6 +1207,12 @@ class SLO:
 
     def __str__(self) -> str:
         return " and ".join(f"{m} ≤ {_fmt_s(v)}" for m, v in self.limits.items())
+
+
+def _check_slo(slo: object) -> SLO:
+    if not isinstance(slo, SLO):
+        raise ParameterError(f"slo must be an SLO, e.g. SLO(ttft_p90_s=0.8, itl_p99_s=0.040), got {slo!r}")
+    return slo
 
 
 # --------------------------------------------------------------------------------------------
@@ -1355,8 +1346,7 @@ def capacity(
         The SLO still holds at the highest load.
     """
     workload = _check_workload(workload)
-    if not isinstance(slo, SLO):
-        raise ParameterError(f"slo must be an SLO, e.g. SLO(ttft_p90_s=0.8, itl_p99_s=0.040), got {slo!r}")
+    _check_slo(slo)
     if not isinstance(engine, EngineConfig):
         raise ParameterError(f"engine must be an EngineConfig, got {type(engine).__name__}")
     hw = _as_hardware("hardware", hardware)

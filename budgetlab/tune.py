@@ -29,11 +29,11 @@ import concurrent.futures as cf
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from numbers import Integral, Real
 from typing import Any
 
 import pandas as pd
 
+from budgetlab._checks import int_at_least, is_number
 from budgetlab.errors import NoBudgetMeetsTargetError, ParameterError
 from budgetlab.memory import kv_capacity
 from budgetlab.roofline import Batch, CostModel, IdealCost, budget_for_step_time
@@ -48,8 +48,10 @@ from budgetlab.sweep import (
     _as_model,
     _check_cost,
     _check_executor,
+    _check_slo,
     _check_workload,
     _cost_label,
+    _engine_template,
     _fmt_s,
     _fraction,
     _mean_sequence_tokens,
@@ -117,17 +119,13 @@ def tile_budget(tokens: int) -> int:
     >>> tile_budget(2464), tile_budget(1000), tile_budget(100)
     (2304, 896, 96)
     """
-    if isinstance(tokens, bool) or not isinstance(tokens, Integral) or tokens < 1:
-        raise ParameterError(f"tokens must be an int >= 1, got {tokens!r}")
-    n = int(tokens)
-    for edge, multiple in ((1024, 256), (128, 128), (16, 16)):
-        if n >= edge:
-            return n // multiple * multiple
-    return n
+    n = int_at_least("tokens", tokens, 1)
+    tile = _tile_step(n)
+    return n // tile * tile
 
 
 def _tile_step(tokens: int) -> int:
-    """The tile :func:`tile_budget` rounds ``tokens`` to [tokens]."""
+    """The tile :func:`tile_budget` rounds ``tokens`` to [tokens]: 256, 128, 16 or 1."""
     for edge, multiple in ((1024, 256), (128, 128), (16, 16)):
         if tokens >= edge:
             return multiple
@@ -253,10 +251,11 @@ def first_guess(
         Workload seed used for the mean length.
     """
     workload = _check_workload(workload)
+    _check_slo(slo)
     hw = _as_hardware("hardware", hardware)
     mdl = _as_model("model", model)
     step_cost = make_cost(_check_cost(cost), hw, mdl)
-    template = _template(engine)
+    template = _engine_template(engine)
     target = slo.itl_target_s
     sentences = []
     if target is None:
@@ -298,14 +297,6 @@ def first_guess(
         mean_sequence_tokens=mean_tokens,
         explanation=tuple(sentences),
     )
-
-
-def _template(engine: EngineConfig | None) -> EngineConfig:
-    if engine is None:
-        return EngineConfig(max_num_batched_tokens=8192, max_num_seqs=256)
-    if not isinstance(engine, EngineConfig):
-        raise ParameterError(f"engine must be an EngineConfig template or None, got {type(engine).__name__}")
-    return engine
 
 
 def _kv_tokens(template: EngineConfig, hw: HardwareSpec, mdl: ModelSpec, budget: int, cap: int) -> int:
@@ -511,19 +502,19 @@ def tune(
     ------
     SLOUnattainableError
         When no candidate budget meets the SLO even at the lightest load.
+    CapacityAboveBoundsError
+        When the SLO holds at every load searched for some candidate (too few requests per
+        simulation for queues to build), so candidates cannot be ranked.
     NoBudgetMeetsTargetError
         When the ITL target is below even a one-token step.
     """
     workload = _check_workload(workload)
-    if not isinstance(slo, SLO):
-        raise ParameterError(
-            f"slo must be an SLO, e.g. SLO(ttft_p90_s=0.8, itl_p99_s=0.040), got {slo!r}"
-        )
+    _check_slo(slo)
     hw = _as_hardware("hardware", hardware)
     mdl = _as_model("model", model)
     cost = _check_cost(cost)
     seed = _seed("seed", seed)
-    template = _template(engine)
+    template = _engine_template(engine)
     _fraction("tolerance_fraction", tolerance_fraction, low=0.0, high=1.0)
     _check_executor(executor)
     _show_progress(progress, 0)  # validates it before any work
@@ -547,6 +538,7 @@ def tune(
         _search(phase1, outcomes, pool, progress)
         for t in phase1:
             rows.append(_candidate_row("budget", t.engine, outcomes[_key(t.engine)], guess))
+        _refuse_unbounded(rows, slo, hw, mdl)
         best_budget = _pick(rows, "max_num_batched_tokens", budget_guess, tolerance_fraction)
         if best_budget is None:
             raise _nothing_meets(slo, rows, hw, mdl)
@@ -561,6 +553,7 @@ def tune(
             rows.append(_candidate_row("max_num_seqs", t.engine, outcomes[_key(t.engine)], guess))
         cap_guess = min(guess.max_num_seqs, best_budget)
         phase2_rows = [r for r in rows if r["phase"] == "max_num_seqs"]
+        _refuse_unbounded(phase2_rows, slo, hw, mdl)
         # the phase-1 winner is among the phase-2 candidates, so some cap always succeeds
         best_cap = _pick(phase2_rows, "max_num_seqs", cap_guess, tolerance_fraction) or cap_guess
     finally:
@@ -593,7 +586,7 @@ def _factors(name: str, factors: object) -> tuple[float, ...]:
         raise ParameterError(f"{name} must be a non-empty sequence of positive numbers, got {factors!r}")
     out = []
     for f in factors:
-        if isinstance(f, bool) or not isinstance(f, Real) or not (math.isfinite(float(f)) and float(f) > 0):
+        if not is_number(f) or not (math.isfinite(float(f)) and float(f) > 0):
             raise ParameterError(f"{name} must hold finite numbers > 0, got {f!r}")
         out.append(float(f))
     return tuple(out)
@@ -636,11 +629,26 @@ def _nothing_meets(
     slo: SLO, rows: list[dict[str, Any]], hw: HardwareSpec, mdl: ModelSpec
 ) -> SLOUnattainableError:
     tried = "; ".join(f"{r['max_num_batched_tokens']}: {r['breaks_detail'] or r['status']}" for r in rows)
-    err = SLOUnattainableError(
+    return SLOUnattainableError(
         f"no budget meets the SLO ({slo}) on {hw.name} + {mdl.name}, even at the lightest load "
         f"({tried}). Loosen the SLO, pick faster hardware, or check the workload's lengths."
     )
-    return err
+
+
+def _refuse_unbounded(rows: list[dict[str, Any]], slo: SLO, hw: HardwareSpec, mdl: ModelSpec) -> None:
+    """Candidates cannot be ranked when the SLO held at every load one of them was tried at."""
+    unbounded = [r for r in rows if r["status"] == "holds at every load"]
+    if not unbounded:
+        return
+    row = unbounded[0]
+    error = CapacityAboveBoundsError(
+        f"the SLO ({slo}) holds at every load searched for budget {row['max_num_batched_tokens']}, "
+        f"max_num_seqs {row['max_num_seqs']} on {hw.name} + {mdl.name} (still at "
+        f"{row['upper_per_s']:.3g} req/s): the simulations are too short for queues to build, so "
+        "capacities cannot be compared. Raise the workload's num_requests or tighten the SLO."
+    )
+    error.rate_per_s = row["upper_per_s"]
+    raise error
 
 
 def _binding_gate(summary: dict[str, Any]) -> str:

@@ -27,16 +27,17 @@ from __future__ import annotations
 import csv
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from numbers import Integral, Real
 from os import PathLike
 from pathlib import Path
+from types import MappingProxyType
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
 
+from budgetlab._checks import is_int, is_number
 from budgetlab.errors import TraceFormatError
 from budgetlab.specs import Request
 
@@ -55,6 +56,7 @@ __all__ = [
     "CONVERSATION_OUTPUT",
     "CODE_PROMPT",
     "CODE_OUTPUT",
+    "PRESETS",
     "SPLITWISE_COLUMNS",
     "AZURE_COLUMNS",
     "REQUEST_COLUMNS",
@@ -74,28 +76,22 @@ ARRIVAL_KINDS = ("poisson", "gamma")
 
 
 def _int_at_least(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral):
+    if not is_int(value):
         raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < minimum:
+    if value < minimum:  # type: ignore[operator]
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
-    return int(value)
+    return int(value)  # type: ignore[call-overload]
 
 
-def _positive_finite(name: str, value: object, unit: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{name} must be a number [{unit}], got {value!r}")
-    number = float(value)
-    if not (math.isfinite(number) and number > 0):
-        raise ValueError(f"{name} must be a finite number > 0 [{unit}], got {value!r}")
-    return number
-
-
-def _nonnegative_finite(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    number = float(value)
-    if not (math.isfinite(number) and number >= 0):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+def _finite(name: str, value: object, *, positive: bool, unit: str | None = None) -> float:
+    """A finite number, > 0 when ``positive`` else >= 0 (``unit`` is named in the messages)."""
+    units = f" [{unit}]" if unit else ""
+    if not is_number(value):
+        raise TypeError(f"{name} must be a number{units}, got {value!r}")
+    number = float(value)  # type: ignore[arg-type]
+    if not (math.isfinite(number) and (number > 0 if positive else number >= 0)):
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name} must be a finite number {bound}{units}, got {value!r}")
     return number
 
 
@@ -155,7 +151,7 @@ def poisson_arrivals(
     >>> float(t[0]), t.size
     (0.0, 4)
     """
-    rate = _positive_finite("rate_per_s", rate_per_s, "1/s")
+    rate = _finite("rate_per_s", rate_per_s, positive=True, unit="1/s")
     n = _int_at_least("num_requests", num_requests, 1)
     rng = _make_rng(seed)
     return _arrivals_from_gaps(rng.exponential(1.0 / rate, size=n - 1))
@@ -191,8 +187,8 @@ def gamma_arrivals(
     numpy.ndarray
         ``num_requests`` non-decreasing arrival instants [s], the first exactly 0.
     """
-    rate = _positive_finite("rate_per_s", rate_per_s, "1/s")
-    cv_value = _nonnegative_finite("cv", cv)
+    rate = _finite("rate_per_s", rate_per_s, positive=True, unit="1/s")
+    cv_value = _finite("cv", cv, positive=False)
     n = _int_at_least("num_requests", num_requests, 1)
     rng = _make_rng(seed)
     if cv_value == 0.0:
@@ -295,8 +291,8 @@ class LogNormal:
     max_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        median = _positive_finite("LogNormal.median_tokens", self.median_tokens, "tokens")
-        _nonnegative_finite("LogNormal.sigma", self.sigma)
+        median = _finite("LogNormal.median_tokens", self.median_tokens, positive=True, unit="tokens")
+        _finite("LogNormal.sigma", self.sigma, positive=False)
         low = _int_at_least("LogNormal.min_tokens", self.min_tokens, 1)
         high = None
         if self.max_tokens is not None:
@@ -389,7 +385,7 @@ def _whole_numbers(name: str, values: object) -> np.ndarray:
 
 
 def _as_distribution(name: str, value: object) -> LengthDistribution:
-    if isinstance(value, Integral) and not isinstance(value, bool):
+    if is_int(value):
         return Fixed(int(value))
     if not isinstance(value, LengthDistribution):
         raise TypeError(
@@ -452,13 +448,13 @@ def synthetic_workload(
     [50, 50, 50]
     """
     n = _int_at_least("num_requests", num_requests, 1)
-    rate = _positive_finite("rate_per_s", rate_per_s, "1/s")
+    rate = _finite("rate_per_s", rate_per_s, positive=True, unit="1/s")
     prompt_dist = _as_distribution("prompt", prompt)
     output_dist = _as_distribution("output", output)
     seed_value = _int_at_least("seed", seed, 0)
     if arrivals not in ARRIVAL_KINDS:
         raise ValueError(f"arrivals must be one of {', '.join(ARRIVAL_KINDS)}, got {arrivals!r}")
-    cv_value = _nonnegative_finite("cv", cv)
+    cv_value = _finite("cv", cv, positive=False)
     if arrivals == "poisson" and cv_value != 1.0:
         raise ValueError(
             f"cv={cv!r} only applies to gamma arrivals (Poisson gaps always have cv = 1); "
@@ -512,6 +508,15 @@ CODE_PROMPT = LogNormal(median_tokens=1469, sigma=0.9845, max_tokens=7437)
 CODE_OUTPUT = LogNormal(median_tokens=13, sigma=1.1255, max_tokens=1899)
 
 
+PRESETS: Mapping[str, tuple[LengthDistribution, LengthDistribution]] = MappingProxyType(
+    {
+        "conversation-like": (CONVERSATION_PROMPT, CONVERSATION_OUTPUT),
+        "code-like": (CODE_PROMPT, CODE_OUTPUT),
+    }
+)
+"""The length presets by label: (prompt, output) distributions."""
+
+
 def conversation_like(
     *,
     num_requests: int,
@@ -528,29 +533,16 @@ def conversation_like(
 
     Parameters
     ----------
-    num_requests : int
-        How many requests [count], >= 1.
-    rate_per_s : float
-        Mean arrival rate [1/s], > 0.
-    seed : int
-        Seed [-], >= 0.
-    arrivals : {"poisson", "gamma"}
-        Arrival process.
-    cv : float
-        Gap coefficient of variation for gamma arrivals [-].
+    num_requests, rate_per_s, seed, arrivals, cv
+        As in :func:`synthetic_workload`: count, mean rate [1/s], seed, arrival process and
+        the gaps' coefficient of variation for gamma arrivals [-].
 
     Returns
     -------
     list of Request
     """
-    return synthetic_workload(
-        num_requests=num_requests,
-        rate_per_s=rate_per_s,
-        prompt=CONVERSATION_PROMPT,
-        output=CONVERSATION_OUTPUT,
-        arrivals=arrivals,
-        cv=cv,
-        seed=seed,
+    return _preset(
+        "conversation-like", num_requests=num_requests, rate_per_s=rate_per_s, seed=seed, arrivals=arrivals, cv=cv
     )
 
 
@@ -570,30 +562,21 @@ def code_like(
 
     Parameters
     ----------
-    num_requests : int
-        How many requests [count], >= 1.
-    rate_per_s : float
-        Mean arrival rate [1/s], > 0.
-    seed : int
-        Seed [-], >= 0.
-    arrivals : {"poisson", "gamma"}
-        Arrival process.
-    cv : float
-        Gap coefficient of variation for gamma arrivals [-].
+    num_requests, rate_per_s, seed, arrivals, cv
+        As in :func:`conversation_like`.
 
     Returns
     -------
     list of Request
     """
-    return synthetic_workload(
-        num_requests=num_requests,
-        rate_per_s=rate_per_s,
-        prompt=CODE_PROMPT,
-        output=CODE_OUTPUT,
-        arrivals=arrivals,
-        cv=cv,
-        seed=seed,
+    return _preset(
+        "code-like", num_requests=num_requests, rate_per_s=rate_per_s, seed=seed, arrivals=arrivals, cv=cv
     )
+
+
+def _preset(label: str, **options: object) -> list[Request]:
+    prompt, output = PRESETS[label]
+    return synthetic_workload(prompt=prompt, output=output, **options)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------------------------
@@ -844,8 +827,10 @@ def load_trace(
     ValueError, TypeError
         Invalid ``time_scale``, ``rate_per_s`` or ``max_requests``, or both scaling options.
     """
-    scale = _positive_finite("time_scale", time_scale, "-")
-    target_rate = None if rate_per_s is None else _positive_finite("rate_per_s", rate_per_s, "1/s")
+    scale = _finite("time_scale", time_scale, positive=True, unit="-")
+    target_rate = (
+        None if rate_per_s is None else _finite("rate_per_s", rate_per_s, positive=True, unit="1/s")
+    )
     if target_rate is not None and scale != 1.0:
         raise ValueError(
             "pass either time_scale or rate_per_s, not both: each one alone sets the replay speed"
@@ -1005,7 +990,7 @@ def requests_from_frame(frame: pd.DataFrame) -> list[Request]:
 
 
 def _plain_id(value: object) -> int | str:
-    if isinstance(value, Integral) and not isinstance(value, bool):
+    if is_int(value):
         return int(value)
     if isinstance(value, float) and value.is_integer():
         return int(value)
@@ -1013,7 +998,7 @@ def _plain_id(value: object) -> int | str:
 
 
 def _plain_time(value: object) -> object:
-    if isinstance(value, Integral) and not isinstance(value, bool):
+    if is_int(value):
         return float(value)
     return value
 

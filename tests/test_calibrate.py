@@ -318,6 +318,8 @@ def test_bad_fit_requests(h100, llama8b, kwargs, message):
 def test_missing_file_and_wrong_type(h100, llama8b, tmp_path):
     with pytest.raises(CalibrationError, match="does not exist"):
         calibrate(tmp_path / "nope.csv", hardware=h100, model=llama8b)
+    with pytest.raises(CalibrationError, match="cannot be read"):  # was a bare IsADirectoryError
+        calibrate(tmp_path, hardware=h100, model=llama8b)
     with pytest.raises(CalibrationError, match="CSV path or a pandas DataFrame"):
         calibrate([1, 2, 3], hardware=h100, model=llama8b)  # type: ignore[arg-type]
     empty = tmp_path / "empty.csv"

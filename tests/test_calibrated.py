@@ -418,6 +418,8 @@ def test_batch_with_mismatched_chunk_contexts_is_refused(h100, llama8b):
         ({"flop_efficiency": 1.5}, r"\(0, 1\]"),
         ({"step_overhead_s": -1e-3}, "seconds >= 0"),
         ({"layer_overhead_s": float("nan")}, "seconds >= 0"),
+        ({"step_overhead_s": float("inf")}, "seconds >= 0"),  # used to be accepted
+        ({"layer_overhead_s": float("inf")}, "seconds >= 0"),
         ({"knee_overlap_loss": 2.0}, r"\[0, 1\]"),
         ({"tile_tokens": 0}, "tile_tokens"),
         ({"attention": "yes"}, "True or False"),

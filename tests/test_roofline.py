@@ -11,7 +11,6 @@ from budgetlab import (
     Batch,
     ConstantCost,
     CostModel,
-    IdealCost,
     NoBudgetMeetsTargetError,
     budget_for_step_time,
     knee_tokens,
@@ -58,6 +57,11 @@ def test_step_time_vectorized_shape_and_scalar(ideal):
     assert ideal.step_time_s(0) == 0.0
     with pytest.raises(ValueError, match=">= 0"):
         ideal.step_time_s(-1)
+    # NaN tokens used to come out as a 0 s step (np.where's "not > 0" branch).
+    with pytest.raises(ValueError, match=">= 0"):
+        ideal.step_time_s(np.nan)
+    with pytest.raises(ValueError, match=">= 0"):
+        ideal.step_time_s([512.0, np.nan])
 
 
 def test_budget_for_40_ms_is_about_2500(ideal):

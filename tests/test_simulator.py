@@ -19,6 +19,8 @@ import pytest
 import budgetlab.simulator as simulator_module
 from budgetlab import Batch, ConfigError, ConstantCost, EngineConfig, Request, RequestTooLargeError
 from budgetlab.simulator import REQUEST_COLUMNS, STEP_COLUMNS, SimResult, simulate
+from sim_modes import assert_same
+from sim_modes import run_all_modes as _run_all_modes
 
 SUMMARY_KEYS = {
     "ttft_p50_s",
@@ -44,29 +46,9 @@ def engine(**kwargs) -> EngineConfig:
     return EngineConfig(**(defaults | kwargs))
 
 
-def assert_same(a: SimResult, b: SimResult) -> None:
-    pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
-    pd.testing.assert_frame_equal(a.steps, b.steps, check_exact=True)
-    assert a.step_log() == b.step_log()
-    sa, sb = a.summary(), b.summary()
-    assert sa.keys() == sb.keys()
-    for key in sa:
-        assert sa[key] == sb[key] or (math.isnan(sa[key]) and math.isnan(sb[key])), key
-
-
 def run_all_modes(requests, eng: EngineConfig, cost=STEP) -> SimResult:
-    """Simulate in reference mode, check fast mode (and the vectorized pass) agree exactly."""
-    reference = simulate(requests, engine=eng, cost=cost, mode="reference")
-    fast = simulate(requests, engine=eng, cost=cost, mode="fast")
-    assert_same(reference, fast)
-    old = simulator_module._VECTOR_MIN_RUNNING
-    simulator_module._VECTOR_MIN_RUNNING = 1
-    try:
-        vectorized = simulate(requests, engine=eng, cost=cost, mode="fast")
-    finally:
-        simulator_module._VECTOR_MIN_RUNNING = old
-    assert_same(reference, vectorized)
-    return reference
+    """Simulate in every mode (they must agree exactly); time counted in steps by default."""
+    return _run_all_modes(requests, eng, cost)
 
 
 def scheduled(entry):

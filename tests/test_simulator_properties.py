@@ -16,14 +16,13 @@ import math
 from collections import defaultdict
 
 import numpy as np
-import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import budgetlab.simulator as simulator_module
 from budgetlab import Batch, ConstantCost, EngineConfig, IdealCost, Request
 from budgetlab.catalog import hardware, model
 from budgetlab.simulator import simulate
+from sim_modes import assert_same, run_all_modes
 
 IDEAL = IdealCost(hardware("h100-sxm"), model("llama-3.1-8b"))
 
@@ -76,30 +75,6 @@ def scenarios(draw, *, max_requests: int = 20, max_prompt: int = 40, max_output:
         policy=draw(st.sampled_from(["vllm-v1", "decode-first"])),
     )
     return requests, eng, COSTS[draw(st.sampled_from(sorted(COSTS)))]
-
-
-def assert_identical(a, b) -> None:
-    pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
-    pd.testing.assert_frame_equal(a.steps, b.steps, check_exact=True)
-    assert a.step_log() == b.step_log()
-    sa, sb = a.summary(), b.summary()
-    assert sa.keys() == sb.keys()
-    for key in sa:
-        assert sa[key] == sb[key] or (math.isnan(sa[key]) and math.isnan(sb[key])), key
-
-
-def simulate_all_modes(requests, eng, cost):
-    reference = simulate(requests, engine=eng, cost=cost, mode="reference")
-    fast = simulate(requests, engine=eng, cost=cost, mode="fast")
-    assert_identical(reference, fast)
-    old = simulator_module._VECTOR_MIN_RUNNING
-    simulator_module._VECTOR_MIN_RUNNING = 1
-    try:
-        vectorized = simulate(requests, engine=eng, cost=cost, mode="fast")
-    finally:
-        simulator_module._VECTOR_MIN_RUNNING = old
-    assert_identical(reference, vectorized)
-    return reference
 
 
 def replay_and_check(result, requests, eng) -> None:
@@ -204,10 +179,10 @@ def replay_and_check(result, requests, eng) -> None:
 @given(scenarios())
 def test_random_workloads_obey_the_invariants_and_modes_agree(scenario):
     requests, eng, cost = scenario
-    result = simulate_all_modes(requests, eng, cost)
+    result = run_all_modes(requests, eng, cost)
     replay_and_check(result, requests, eng)
     # Same input, same result.
-    assert_identical(result, simulate(requests, engine=eng, cost=cost, mode="reference"))
+    assert_same(result, simulate(requests, engine=eng, cost=cost, mode="reference"))
 
 
 @settings(max_examples=40)
@@ -216,5 +191,5 @@ def test_longer_decodes_with_jumps_agree(scenario):
     # Longer outputs give long decode-only runs (jumped in fast mode) crossing KV block
     # boundaries, arrivals and completions.
     requests, eng, cost = scenario
-    result = simulate_all_modes(requests, eng, cost)
+    result = run_all_modes(requests, eng, cost)
     replay_and_check(result, requests, eng)

@@ -39,6 +39,11 @@ def test_budget_below_seq_cap_is_refused_with_the_fix():
         ({"gpu_memory_utilization": 1.5}, r"fraction in \(0, 1\]"),
         ({"gpu_memory_utilization": 0}, r"fraction in \(0, 1\]"),
         ({"policy": "fcfs"}, "policy must be one of vllm-v1, decode-first"),
+        # Strings and None used to slip through float() (or fail with a bare TypeError) and
+        # only break later, in the KV sizing; papermill hands parameters over as strings.
+        ({"gpu_memory_utilization": "0.9"}, r"fraction in \(0, 1\]"),
+        ({"gpu_memory_utilization": None}, r"fraction in \(0, 1\]"),
+        ({"enable_chunked_prefill": "false"}, "enable_chunked_prefill must be True or False"),
     ],
 )
 def test_invalid_combinations(kwargs, message):
@@ -72,6 +77,16 @@ def test_chunking_off_with_budget_covering_max_model_len_is_fine():
 def test_request_validation(fields, message):
     with pytest.raises(ValueError, match=message):
         Request(*fields)
+
+
+def test_request_accepts_numpy_numbers():
+    # An arrival read from a NumPy array of whole seconds is an np.int64: a valid time.
+    request = Request(1, np.int64(3), np.int64(10), np.int32(5))
+    assert request.arrival_at_s == 3
+    with pytest.raises(ValueError, match="arrival_at_s"):
+        Request(1, np.float64("inf"), 10, 5)
+    with pytest.raises(ValueError, match="arrival_at_s"):
+        Request(1, "3", 10, 5)
 
 
 def test_request_total_tokens():

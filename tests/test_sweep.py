@@ -85,6 +85,23 @@ def test_trace_workload_replays_at_any_rate():
         TraceWorkload.from_requests(reqs[:1])
 
 
+@pytest.mark.parametrize(
+    ("arrivals", "prompts", "outputs", "match"),
+    [
+        # Fractional token counts used to be truncated silently by the int64 cast (12.5 -> 12).
+        ([0.0, 1.0], [12.5, 3], [1, 1], "whole numbers"),
+        ([0.0, 1.0], [12, 3], [1, 2.5], "whole numbers"),
+        ([0.0, 1.0], [12, np.nan], [1, 1], "whole numbers"),
+        # A NaN arrival inside the trace used to pass the order check (NaN < x is False).
+        ([0.0, np.nan, 2.0], [1, 1, 1], [1, 1, 1], "finite"),
+        ([0.0, 1.0, np.inf], [1, 1, 1], [1, 1, 1], "finite"),
+    ],
+)
+def test_trace_workload_refuses_what_it_would_silently_change(arrivals, prompts, outputs, match):
+    with pytest.raises(ParameterError, match=match):
+        TraceWorkload(np.array(arrivals), np.array(prompts), np.array(outputs))
+
+
 def test_trace_workload_from_shared_csv(shared_traces):
     trace = TraceWorkload.from_csv(shared_traces / "splitwise_conv.csv", max_requests=500)
     assert trace.label == "splitwise_conv" and trace.num_requests == 500

@@ -8,7 +8,14 @@ from budgetlab import EngineConfig, NoBudgetMeetsTargetError, ParameterError
 from budgetlab.calibrated import CalibratedCost
 from budgetlab.memory import kv_capacity
 from budgetlab.simulator import simulate
-from budgetlab.sweep import SLO, SerialExecutor, SLOUnattainableError, SyntheticWorkload, capacity
+from budgetlab.sweep import (
+    SLO,
+    CapacityAboveBoundsError,
+    SerialExecutor,
+    SLOUnattainableError,
+    SyntheticWorkload,
+    capacity,
+)
 from budgetlab.tune import (
     BUDGET_WITHOUT_ITL_TOKENS,
     FirstGuess,
@@ -189,6 +196,17 @@ def test_tune_when_nothing_meets_the_slo():
              budget_factors=(1.0,), cap_factors=(1.0,))
     with pytest.raises(NoBudgetMeetsTargetError):
         tune(WORKLOAD, slo=SLO(itl_p99_s=0.002), hardware=HW, model=MODEL)
+
+
+def test_tune_when_the_slo_holds_at_every_load():
+    # 20 requests never build a queue, so a loose SLO holds at every load the capacity search
+    # tries. This used to be reported as "no budget meets the SLO ... loosen the SLO", the
+    # opposite of what happened.
+    tiny = SyntheticWorkload(prompt=100, output=10, num_requests=20)
+    with pytest.raises(CapacityAboveBoundsError, match="holds at every load.*num_requests") as info:
+        tune(tiny, slo=SLO(e2e_p99_s=900.0), hardware=HW, model=MODEL, executor=SerialExecutor(),
+             budget_factors=(1.0,), cap_factors=(1.0,), progress=False)
+    assert info.value.rate_per_s > 0
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,37 @@
+"""Run a simulation in every mode and check the results agree exactly (shared by the simulator
+tests)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+import budgetlab.simulator as simulator_module
+from budgetlab.simulator import SimResult, simulate
+
+
+def assert_same(a: SimResult, b: SimResult) -> None:
+    """Tables, step log and summary identical, bit for bit (NaN equals NaN)."""
+    pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
+    pd.testing.assert_frame_equal(a.steps, b.steps, check_exact=True)
+    assert a.step_log() == b.step_log()
+    sa, sb = a.summary(), b.summary()
+    assert sa.keys() == sb.keys()
+    for key in sa:
+        assert sa[key] == sb[key] or (math.isnan(sa[key]) and math.isnan(sb[key])), key
+
+
+def run_all_modes(requests, eng, cost) -> SimResult:
+    """Simulate in reference mode; check fast mode, and fast mode with the vectorized running
+    pass forced on, agree exactly; return the reference result."""
+    reference = simulate(requests, engine=eng, cost=cost, mode="reference")
+    assert_same(reference, simulate(requests, engine=eng, cost=cost, mode="fast"))
+    old = simulator_module._VECTOR_MIN_RUNNING
+    simulator_module._VECTOR_MIN_RUNNING = 1
+    try:
+        vectorized = simulate(requests, engine=eng, cost=cost, mode="fast")
+    finally:
+        simulator_module._VECTOR_MIN_RUNNING = old
+    assert_same(reference, vectorized)
+    return reference
