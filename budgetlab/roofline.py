@@ -27,6 +27,7 @@ per token for a dense transformer's linear layers (Kaplan et al. 2020, §2.1).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -197,25 +198,55 @@ def knee_tokens(cost: IdealCost) -> float:
     return cost.weight_read_s / cost.per_token_s
 
 
-def budget_for_step_time(cost: IdealCost, target_s: ArrayLike) -> np.ndarray | int:
+def budget_for_step_time(cost: CostModel, target_s: ArrayLike) -> np.ndarray | int:
     """Largest token budget whose step stays within ``target_s`` (vectorized) [tokens].
 
-    The inverse of :meth:`IdealCost.step_time_s` on its rising branch:
-    ``floor(target_s / per_token_s)``. The seeds' rule of thumb: 40 ms ÷ 16 µs ≈ 2,500
-    tokens (2,464 on H100 SXM + Llama 3.1 8B).
+    For :class:`IdealCost` this is the inverse of :meth:`IdealCost.step_time_s` on its rising
+    branch, ``floor(target_s / per_token_s)``: the seeds' rule of thumb, 40 ms ÷ 16 µs ≈ 2,500
+    tokens (2,464 on H100 SXM + Llama 3.1 8B). For any other cost model it is found by
+    bisection on the time of a step holding one fresh prompt chunk of ``n`` tokens
+    (``batch_time_s``), which must not shrink as ``n`` grows.
 
     Raises
     ------
     NoBudgetMeetsTargetError
-        When a target is below the weight read: even a one-token step is slower.
+        When a target is below a one-token step (the weight read): no budget meets it.
     """
     target = np.asarray(target_s, dtype=float)
-    if np.any(~np.isfinite(target)) or np.any(target < cost.weight_read_s):
+    if isinstance(cost, IdealCost):
+        one_token_s = cost.weight_read_s
+    else:
+
+        def time_s(num_tokens: int) -> float:
+            return cost.batch_time_s(Batch(prefill_tokens=(num_tokens,), prefill_context_tokens=(0,)))
+
+        one_token_s = time_s(1)
+    if np.any(~np.isfinite(target)) or np.any(target < one_token_s):
         raise NoBudgetMeetsTargetError(
-            f"a step-time target below the weight read ({cost.weight_read_s * 1e3:.2f} ms on "
-            f"{cost.hardware.name} + {cost.model.name}) cannot be met by any budget; got "
-            f"{np.round(target * 1e3, 3).tolist()} ms. Raise the target, or use faster memory "
-            "or tensor parallelism to shorten the weight read."
+            f"a step-time target below a one-token step (the weight read and more: {one_token_s * 1e3:.2f} ms on "
+            f"{cost.hardware.name} + {cost.model.name} with {type(cost).__name__}) cannot be met "
+            f"by any budget; got {np.round(target * 1e3, 3).tolist()} ms. Raise the target, or "
+            "use faster memory or tensor parallelism to shorten the weight read."
         )
-    tokens = np.floor(target / cost.per_token_s).astype(np.int64)
+    if isinstance(cost, IdealCost):
+        tokens = np.floor(target / cost.per_token_s).astype(np.int64)
+    else:
+        tokens = np.array([_largest_within(time_s, float(t)) for t in target.ravel()], dtype=np.int64)
+        tokens = tokens.reshape(target.shape)
     return int(tokens) if tokens.ndim == 0 else tokens
+
+
+def _largest_within(time_s: Callable[[int], float], target_s: float, limit_tokens: int = 1 << 24) -> int:
+    """Largest ``n`` with ``time_s(n) <= target_s``, given ``time_s(1) <= target_s`` (bisection)."""
+    low, high = 1, 2
+    while time_s(high) <= target_s:
+        low, high = high, high * 2
+        if high > limit_tokens:
+            return low
+    while high - low > 1:
+        middle = (low + high) // 2
+        if time_s(middle) <= target_s:
+            low = middle
+        else:
+            high = middle
+    return low

@@ -5,8 +5,8 @@ its answer:
 
 1. **Analytic first guess.** The token budget is the largest step that meets the SLO's
    inter-token target (every running stream waits one step per token):
-   :func:`~budgetlab.roofline.budget_for_step_time` for the idealized cost, a numeric inverse
-   of the step time for any other cost model, rounded *down* to a tile-friendly value
+   :func:`~budgetlab.roofline.budget_for_step_time` (closed form for the idealized cost, a
+   numeric inverse of the step time for any other cost model), rounded *down* to a tile-friendly value
    (:func:`tile_budget`). The sequence cap is the KV pool's tokens divided by the workload's
    mean sequence (prompt + output) length: as many sequences as memory holds on average,
    rounded down to a multiple of 16 and never above the budget.
@@ -34,9 +34,9 @@ from typing import Any
 import pandas as pd
 
 from budgetlab._checks import int_at_least, is_number
-from budgetlab.errors import NoBudgetMeetsTargetError, ParameterError
+from budgetlab.errors import ParameterError
 from budgetlab.memory import kv_capacity
-from budgetlab.roofline import Batch, CostModel, IdealCost, budget_for_step_time
+from budgetlab.roofline import budget_for_step_time
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
 from budgetlab.sweep import (
     SLO,
@@ -65,7 +65,6 @@ from budgetlab.sweep import (
 
 __all__ = [
     "tile_budget",
-    "step_budget_tokens",
     "FirstGuess",
     "first_guess",
     "TuneResult",
@@ -148,45 +147,6 @@ def _round_cap(seqs: int) -> int:
     return max(1, int(seqs))
 
 
-def step_budget_tokens(cost: CostModel, target_s: float) -> int:
-    """Largest step [tokens] whose duration stays within ``target_s`` [s].
-
-    For :class:`~budgetlab.roofline.IdealCost` this is
-    :func:`~budgetlab.roofline.budget_for_step_time` (40 ms → 2,464 tokens for Llama 3.1 8B on
-    an H100 SXM). For any other cost model it is found by bisection on the time of a step
-    holding one prompt chunk of ``n`` tokens (``batch_time_s``), which must grow with ``n``.
-
-    Raises
-    ------
-    NoBudgetMeetsTargetError
-        When even a one-token step is slower than the target.
-    """
-    if isinstance(cost, IdealCost):
-        return int(budget_for_step_time(cost, target_s))
-
-    def time_s(n: int) -> float:
-        return float(cost.batch_time_s(Batch(prefill_tokens=(n,), prefill_context_tokens=(0,))))
-
-    if time_s(1) > target_s:
-        raise NoBudgetMeetsTargetError(
-            f"even a one-token step takes {_fmt_s(time_s(1))} with {type(cost).__name__}, over "
-            f"the {_fmt_s(target_s)} inter-token target; no budget meets it. Loosen the ITL "
-            "limit, or use faster hardware or tensor parallelism"
-        )
-    lo, hi = 1, 2
-    while time_s(hi) <= target_s:
-        lo, hi = hi, hi * 2
-        if hi > 1 << 24:
-            return lo
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if time_s(mid) <= target_s:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
 @dataclass(frozen=True)
 class FirstGuess:
     """The tuner's analytic starting point, with its reasoning.
@@ -266,7 +226,7 @@ def first_guess(
             f"first guess is vLLM's API-server default budget of {budget:,} tokens."
         )
     else:
-        raw = step_budget_tokens(step_cost, target)
+        raw = budget_for_step_time(step_cost, target)
         budget = tile_budget(raw)
         sentences.append(
             f"Every running stream waits one step per token, so the {slo.itl_target_metric} ≤ "

@@ -16,12 +16,12 @@ from budgetlab.sweep import (
     SyntheticWorkload,
     capacity,
 )
+from budgetlab.roofline import budget_for_step_time
 from budgetlab.tune import (
     BUDGET_WITHOUT_ITL_TOKENS,
     FirstGuess,
     _pick,
     first_guess,
-    step_budget_tokens,
     tile_budget,
     tune,
 )
@@ -61,12 +61,12 @@ def test_tile_budget_refuses_non_positive_ints(bad):
         tile_budget(bad)
 
 
-def test_step_budget_tokens_inverts_the_step_time(ideal):
-    assert step_budget_tokens(ideal, 0.040) == 2464  # the seed: 40 ms / 16.2 µs
-    numeric = step_budget_tokens(CalibratedCost.ideal(ideal.hardware, ideal.model), 0.040)
+def test_budget_for_step_time_inverts_any_cost_model(ideal):
+    assert budget_for_step_time(ideal, 0.040) == 2464  # the seed: 40 ms / 16.2 µs
+    numeric = budget_for_step_time(CalibratedCost.ideal(ideal.hardware, ideal.model), 0.040)
     assert abs(numeric - 2464) <= 1  # the numeric inverse agrees with the closed form
     typical = CalibratedCost.typical(ideal.hardware, ideal.model)
-    n = step_budget_tokens(typical, 0.040)
+    n = budget_for_step_time(typical, 0.040)
     assert n < 2464  # real steps are slower
     from budgetlab.roofline import Batch
 
@@ -74,7 +74,7 @@ def test_step_budget_tokens_inverts_the_step_time(ideal):
     assert typical.batch_time_s(Batch(prefill_tokens=(n + 1,), prefill_context_tokens=(0,))) > 0.040
     for cost in (ideal, typical):
         with pytest.raises(NoBudgetMeetsTargetError):
-            step_budget_tokens(cost, 0.001)
+            budget_for_step_time(cost, 0.001)
 
 
 def test_first_guess_on_the_seed_setting(h100, llama8b):
