@@ -24,9 +24,17 @@ pytestmark = pytest.mark.notebook
 
 #: Per-notebook parameter overrides that keep a run short (missing: the notebook's defaults).
 SMALL: dict[str, dict[str, Any]] = {
-    "01-step-cost": {"max_tokens": 4000, "zoom_tokens": 600},
+    "01-step-cost": {
+        "max_tokens": 4000,
+        "zoom_tokens": 600,
+        "tile_zoom_tokens": 512,
+        "tp_degrees": [1, 8],
+        "moe_token_marks": [1, 4096],
+    },
     "03-ttft-vs-budget": {"budgets": [512, 2048, 8192]},
     "04-longest-gap": {"budgets": [512, 2048, 8192]},
+    "07-load-sweep": {"num_requests_per_load": 200, "num_loads": 3, "sweep_budgets": [512, 2048], "budget_tokens": 2048},
+    "08-tune-for-slo": {"num_requests_per_load": 200, "budgets": [512, 2048, 8192], "capacity_tolerance_fraction": 0.1},
 }
 
 
@@ -38,6 +46,17 @@ def _check_01(r: dict) -> None:
     assert r["step_time_s"]["512"] == pytest.approx(8.3e-3, abs=0.05e-3)
     assert r["step_time_s"]["2048"] == pytest.approx(33.2e-3, abs=0.05e-3)
     assert r["step_time_s"]["8192"] == pytest.approx(133e-3, abs=0.5e-3)
+    # the calibrated preset: slower than the idealized curve at every mark
+    assert all(r["calibrated_step_time_s"][n] > r["step_time_s"][n] for n in ("512", "2048", "8192"))
+    # one token past a 128-token tile boundary costs a whole tile
+    assert r["tile_tokens"] == 128 and r["tile_cliff_jump_s"]["128"] > 1e-3
+    # Llama 3.1 70B: 141 GB of weights fit an 80 GB H100 only when split; 8 GPUs are faster
+    assert r["tp_weights_fit"] == {"1": False, "8": True}
+    assert r["tp_step_time_s"]["8"]["2048"] < r["tp_step_time_s"]["1"]["2048"]
+    # Mixtral 8x7B: one token reads 2 of 8 experts per layer, 4,096 tokens read them all
+    assert r["moe_expected_experts"]["1"] == pytest.approx(2.0)
+    assert r["moe_weight_bytes"]["1"] == pytest.approx(25.8e9, rel=0.01)
+    assert r["moe_weight_bytes"]["4096"] == pytest.approx(93.4e9, rel=0.01)
 
 
 def _check_02(r: dict) -> None:
@@ -55,6 +74,12 @@ def _check_03(r: dict) -> None:
     assert r["ttft_s"][-1] == pytest.approx(r["ttft_without_budget_s"])
     assert r["step_time_s"][1] == pytest.approx(33.2e-3, abs=0.05e-3)
     assert r["budget_for_target"] == 2464
+    # the calibrated curve: slower everywhere, still falling, and bigger budgets keep paying
+    assert len(r["ttft_calibrated_s"]) == 3
+    assert all(c > i for c, i in zip(r["ttft_calibrated_s"], r["ttft_s"]))
+    assert r["ttft_calibrated_s"] == sorted(r["ttft_calibrated_s"], reverse=True)
+    assert r["payoff"]["calibrated"]["saved_fraction"] > r["payoff"]["idealized"]["saved_fraction"]
+    assert r["budget_for_target_calibrated"] < r["budget_for_target"]
 
 
 def _check_04(r: dict) -> None:
@@ -63,6 +88,82 @@ def _check_04(r: dict) -> None:
     assert r["budgets"] == [512, 2048, 8192]
     assert r["longest_gap_s"][1] == pytest.approx(r["longest_gap_with_budget_s"])
     assert r["longest_gap_s"][-1] == pytest.approx(r["longest_gap_without_budget_s"])
+    assert r["longest_gap_calibrated_with_budget_s"] > r["longest_gap_with_budget_s"]
+    assert r["longest_gap_calibrated_without_budget_s"] > r["longest_gap_without_budget_s"]
+    assert r["longest_gap_calibrated_s"][1] == pytest.approx(r["longest_gap_calibrated_with_budget_s"])
+    assert r["longest_gap_calibrated_s"][-1] == pytest.approx(r["longest_gap_calibrated_without_budget_s"])
+
+
+def _check_05(r: dict) -> None:
+    # KV capacity of Llama 3.1 8B on an H100, budget 2,048, 256 sequences, 0.9 utilization
+    assert r["kv_bytes_per_token"] == 131_072
+    assert r["kv_capacity_blocks"] == 29_054 and r["kv_capacity_tokens"] == 29_054 * 16
+    by_budget = [r["kv_tokens_by_budget"][b] for b in sorted(r["kv_tokens_by_budget"], key=int)]
+    assert by_budget == sorted(by_budget, reverse=True), "a bigger budget leaves less KV"
+    cases = r["cases"]
+    base, low, high = cases["baseline"], cases["cap too low"], cases["cap too high for the pool"]
+    assert base["num_preemptions"] == 0 and base["running_max"] < base["max_num_seqs"]
+    # cap too low: pinned at the cap, KV comfortable, requests queue
+    assert low["running_max"] == low["max_num_seqs"] == 4
+    assert low["kv_peak_fraction"] < 0.2 and low["ttft_p50_s"] > 10 * base["ttft_p50_s"]
+    assert r["gate_share"]["cap too low"]["slot"] > 0.5
+    # cap too high for a small pool: KV full, preemptions, the cap never reached
+    assert high["kv_tokens"] == 16_000 and high["kv_peak_fraction"] == 1.0
+    assert high["num_preemptions"] > 0 and high["running_max"] < high["max_num_seqs"]
+    assert high["max_itl_s"] > base["max_itl_s"]
+    # the two scheduling orders: identical on a comfortable pool, different under pressure
+    assert r["policies_identical_on_baseline"] is True
+    assert set(r["policies"]) == {"vllm-v1", "decode-first"}
+    assert r["policies"]["vllm-v1"]["num_requests"] == r["workload"]["num_requests"] == 300
+
+
+def _check_06(r: dict) -> None:
+    assert r["measurements"] == "example" and r["num_rows"] == 8
+    assert set(r["parameters"]) == {"step_overhead_s", "bandwidth_efficiency", "flop_efficiency", "knee_overlap_loss"}
+    assert 0.5 < r["parameters"]["flop_efficiency"]["value"] < 0.9
+    assert r["num_train"] + r["num_holdout"] == 8 and r["num_holdout"] == 2
+    assert r["train_mape"] < 0.03 and r["holdout_max_error"] < 0.1
+    assert r["mape_by_model"]["idealized"] > 0.25 > 0.05 > r["mape_by_model"]["fitted"]
+    scenario = r["scenario_step_time_s"]
+    assert scenario["idealized"]["2048"] == pytest.approx(33.2e-3, abs=0.05e-3)
+    assert scenario["this fit, carried over"]["2048"] > scenario["idealized"]["2048"]
+
+
+def _check_07(r: dict) -> None:
+    assert r["budgets"] == [512, 2048] and r["max_num_seqs"] == 256
+    assert r["slo"] == {"ttft_p90_s": 0.8, "itl_p99_s": 0.04}
+    assert len(r["rates_per_s"]) == 3 and r["rates_per_s"] == sorted(r["rates_per_s"])
+    assert r["rates_per_s"][-1] == pytest.approx(1.1 * r["service_rate_per_s"], rel=0.01)
+    assert set(r["capacity_per_s"]) == {"512", "2048"}
+    for budget, cap in r["capacity_per_s"].items():
+        assert r["capacity_status"][budget] == "ok" and 0 < cap < 1.5 * r["service_rate_per_s"]
+        assert r["capacity_breaks_on"][budget] in {"ttft_p90_s", "itl_p99_s"}
+    table = r["percentiles"]["2048"]
+    assert table["rate_per_s"] == r["rates_per_s"]
+    assert {"ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "itl_p50_s", "itl_p90_s", "itl_p99_s"} <= set(table)
+    assert max(table["itl_p99_s"]) <= 33.3e-3  # no step is longer than a full 2,048-token step (33.2 ms)
+    assert r["capacity_at_budget_tokens_per_s"] == r["capacity_per_s"]["2048"]
+    assert r["fixed_lengths_capacity_per_s"] > 0
+
+
+def _check_08(r: dict) -> None:
+    assert r["slo"] == {"ttft_p90_s": 0.8, "itl_p99_s": 0.04}
+    assert r["first_guess"]["step_budget_tokens"] == 2464  # 40 ms ÷ 16.2 µs per token (idealized)
+    assert r["first_guess"]["max_num_batched_tokens"] == 2304  # rounded down to a 256-token tile
+    assert 1024 <= r["max_num_batched_tokens"] <= 2464  # a full step stays within the ITL limit
+    assert 1 <= r["max_num_seqs"] <= r["max_num_batched_tokens"]
+    assert r["capacity_per_s"] > 0 and r["upper_per_s"] > r["capacity_per_s"]
+    assert r["confirm_meets_slo"] is True and r["confirm_above_meets_slo"] is False
+    chosen = [c for c in r["candidates"] if c["chosen"]]
+    assert chosen and all(
+        (c["max_num_batched_tokens"], c["max_num_seqs"]) == (r["max_num_batched_tokens"], r["max_num_seqs"])
+        for c in chosen
+    )
+    assert r["frontier_rate_per_s"] == r["capacity_per_s"]
+    assert {"512", "8192", str(r["max_num_batched_tokens"])} <= set(r["frontier"])
+    assert r["frontier"]["8192"]["itl_s"] > 0.04 and r["frontier"]["8192"]["meets"] is False
+
+
 
 
 #: Checks on each notebook's results (the keys the reports promise, and the seeds' numbers).
@@ -76,6 +177,19 @@ CHECKS: dict[str, tuple[set[str], Callable[[dict], None]]] = {
     "04-longest-gap": (
         {"longest_gap_with_budget_s", "longest_gap_without_budget_s", "budgets", "longest_gap_s"},
         _check_04,
+    ),
+    "05-max-num-seqs-and-kv": (
+        {"kv_capacity_tokens", "kv_capacity_blocks", "kv_tokens_by_budget", "cases", "policies"},
+        _check_05,
+    ),
+    "06-calibrate": (
+        {"parameters", "train_mape", "holdout_mape", "train_max_error", "holdout_max_error"},
+        _check_06,
+    ),
+    "07-load-sweep": ({"budgets", "rates_per_s", "capacity_per_s", "percentiles", "slo"}, _check_07),
+    "08-tune-for-slo": (
+        {"max_num_batched_tokens", "max_num_seqs", "capacity_per_s", "first_guess", "slo"},
+        _check_08,
     ),
 }
 
@@ -113,6 +227,31 @@ BAD_PARAMETERS = [
     ({"prompt_tokens": -5}, "parameter `prompt_tokens` must be a whole number of tokens >= 1, but got -5 (int)"),
     ({"hardware": "h100"}, "parameter `hardware` must be a hardware slug from budgetlab's catalog, but got 'h100'"),
 ]
+
+
+NEW_NOTEBOOK_BAD_PARAMETERS = [
+    (
+        "05-max-num-seqs-and-kv",
+        {"low_max_num_seqs": 512},
+        "parameter `low_max_num_seqs` must be below max_num_seqs (256)",
+    ),
+    (
+        "06-calibrate",
+        {"measured_hardware": "a100-80gb-sxm"},
+        "parameter `measured_hardware` must be h100-sxm while measurements_path is empty",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("notebook", "parameters", "message"), NEW_NOTEBOOK_BAD_PARAMETERS, ids=["05-low-cap", "06-example-hardware"]
+)
+def test_bad_parameter_stops_the_new_notebooks_at_validation(notebook, parameters, message, tmp_path: Path):
+    with pytest.raises(PapermillExecutionError) as info:
+        _run(NOTEBOOKS_DIR / f"{notebook}.ipynb", tmp_path, parameters)
+    assert info.value.ename == "ParameterError"
+    assert "validate_parameters(" in info.value.source
+    assert message in str(info.value) and "Fix:" in str(info.value)
 
 
 @pytest.mark.parametrize(

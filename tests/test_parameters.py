@@ -19,6 +19,8 @@ from budgetlab.parameters import (
     require_hardware,
     require_int,
     require_int_list,
+    require_bool,
+    require_existing_file_or_empty,
     require_model,
     require_number,
     require_str,
@@ -106,6 +108,27 @@ def test_require_str():
         require_str("label", "  ", allow_empty=False)
 
 
+@pytest.mark.parametrize("value", [True, False, np.bool_(True)])
+def test_require_bool_accepts_bools(value):
+    assert require_bool("measured_attention", value) is bool(value)
+
+
+@pytest.mark.parametrize(("value", "hint"), [("false", "unquoted"), (0, "measured_attention False"), (None, "False")])
+def test_require_bool_refuses_other_types(value, hint):
+    with pytest.raises(ParameterError) as info:
+        require_bool("measured_attention", value)
+    assert "must be True or False" in str(info.value) and hint in str(info.value)
+
+
+def test_require_existing_file_or_empty(tmp_path):
+    assert require_existing_file_or_empty("measurements_path", "") == ""
+    table = tmp_path / "steps.csv"
+    table.write_text("num_prefill_tokens,num_decode_tokens,step_time_ms\n1,0,5.6\n")
+    assert require_existing_file_or_empty("measurements_path", str(table)) == str(table)
+    with pytest.raises(ParameterError, match="must name an existing file or be empty"):
+        require_existing_file_or_empty("measurements_path", str(tmp_path / "missing.csv"))
+
+
 def test_require_hardware_and_model(h100, llama8b):
     assert require_hardware("hardware", "H100-SXM") == h100
     assert require_model("model", " llama-3.1-8b ") == llama8b
@@ -176,8 +199,8 @@ def test_every_default_has_a_rule():
 
 
 def test_unknown_parameter_name_is_a_programming_error():
-    with pytest.raises(TypeError, match="no validation rule for parameter\\(s\\) max_num_seqs"):
-        validate_parameters(max_num_seqs=256)
+    with pytest.raises(TypeError, match="no validation rule for parameter\\(s\\) max_num_widgets"):
+        validate_parameters(max_num_widgets=256)
 
 
 def test_extra_rules():
@@ -208,6 +231,56 @@ def test_combinations(kwargs, fragment):
         validate_parameters(**kwargs)
     assert fragment in str(info.value)
     assert "Fix:" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"max_num_seqs": 4096, "budget_tokens": 2048}, "parameter `max_num_seqs` must not exceed budget_tokens (2048)"),
+        ({"low_max_num_seqs": 256, "max_num_seqs": 256}, "parameter `low_max_num_seqs` must be below max_num_seqs (256)"),
+        ({"budgets": [64, 128], "max_num_seqs": 256}, "at least one budget >= max_num_seqs (256)"),
+        ({"tp_model": "llama-3.1-70b", "tp_degrees": [2, 3]}, "must divide the 64 attention heads of Llama 3.1 70B"),
+        ({"moe_model": "mixtral-8x7b", "moe_tp": 3}, "parameter `moe_tp` must divide the 32 attention heads"),
+        ({"moe_model": "llama-3.1-8b"}, "parameter `moe_model` must be a mixture-of-experts model"),
+        ({"tile_tokens": 256, "tile_zoom_tokens": 256}, "must be larger than tile_tokens (256)"),
+        ({"measurements_path": "", "measured_model": "llama-3.1-8b"}, "must be llama-2-7b while measurements_path is empty"),
+        ({"measurements_path": "", "measured_attention": True}, "must be False while measurements_path is empty"),
+    ],
+)
+def test_combinations_of_the_newer_notebooks(kwargs, fragment):
+    with pytest.raises(ParameterError) as info:
+        validate_parameters(**kwargs)
+    assert fragment in str(info.value)
+    assert "Fix:" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "fragment"),
+    [
+        ("small_kv_tokens", 1000, "whole number of tokens >= 15050"),
+        ("gpu_memory_utilization", 1.5, "a fraction in (0, 1]"),
+        ("gpu_memory_utilization", 0.0, "a fraction in (0, 1]"),
+        ("holdout_fraction", 1.0, "a fraction in [0, 1)"),
+        ("rate_per_s", 0, "finite number of requests per second > 0"),
+        ("tp_degrees", [0, 2], "each >= 1"),
+        ("measured_hardware", "h100", "did you mean"),
+    ],
+)
+def test_newer_rules_refuse_bad_values(name, value, fragment):
+    with pytest.raises(ParameterError) as info:
+        validate_parameters(**{name: value})
+    assert fragment in str(info.value)
+
+
+def test_slug_rules_return_slugs_and_other_combinations_pass():
+    params = validate_parameters(
+        tp_model="LLAMA-3.1-70B", moe_model="mixtral-8x7b", measured_hardware="h100-sxm",
+        holdout_fraction=0, tp_degrees=[8, 2, 2], moe_tp=4,
+    )
+    assert params.tp_model == "llama-3.1-70b" and params.measured_hardware == "h100-sxm"
+    assert params.tp_degrees == [2, 8] and params.holdout_fraction == 0.0
+    # with a table of one's own, any measured hardware and model are fine
+    assert validate_parameters(measurements_path=__file__, measured_hardware="a100-80gb-sxm").measured_hardware == "a100-80gb-sxm"
 
 
 def test_budget_leaving_room_is_fine():
@@ -268,3 +341,115 @@ def test_default_scenario_is_the_seeds():
     values = yaml.safe_load((NOTEBOOKS / "params" / "h100-llama-3.1-8b.yaml").read_text())
     for name, value in values.items():
         assert value == SEED_DEFAULTS[name], name
+
+
+# --- notebooks 07 and 08: load sweeps and the tuner -------------------------------------------
+
+TRACE = Path(__file__).resolve().parent / "fixtures" / "traces" / "azure_sample.csv"
+
+
+def test_sweep_rules_accept_the_defaults_and_clean_values():
+    params = validate_parameters(
+        hardware="h100-sxm", model="llama-3.1-8b", cost_model=" Typical ", workload="CUSTOM",
+        prompt_median_tokens=2000, prompt_sigma=0.5, output_median_tokens=300, output_sigma=0.0,
+        num_requests_per_load=500.0, sweep_budgets=[8192, 512], max_num_seqs=256, num_loads=4,
+        max_load_fraction=1, ttft_p90_ms=800, itl_p99_ms=40, capacity_tolerance_fraction=0.05,
+        frontier_rate_per_s=0, trace_path="",
+    )
+    assert params.cost_model == "typical" and params.workload == "custom"
+    assert params.num_requests_per_load == 500 and params.sweep_budgets == [512, 8192]
+    assert params.prompt_median_tokens == 2000.0 and params.frontier_rate_per_s == 0.0
+    factors = validate_parameters(budget_factors=[1.125, 0.5, 1], cap_factors=[1, 1, 0.25])
+    assert factors.budget_factors == [0.5, 1.0, 1.125] and factors.cap_factors == [0.25, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"cost_model": "ideall"}, "parameter `cost_model` must be one of ideal, typical, but got 'ideall' (str). Fix: did you mean ideal?"),
+        ({"cost_model": True}, "parameter `cost_model` must be one of ideal, typical"),
+        ({"workload": "chat"}, "parameter `workload` must be one of conversation-like, code-like, custom"),
+        ({"trace_path": "no/such/trace.csv"}, "parameter `trace_path` must name an existing trace CSV or be empty"),
+        ({"num_requests_per_load": 5}, "parameter `num_requests_per_load` must be a whole number of requests >= 20"),
+        ({"num_requests_per_load": 50_000}, "and <= 20,000"),
+        ({"num_loads": 1}, "parameter `num_loads` must be a whole number of loads >= 2"),
+        ({"max_load_fraction": 0}, "parameter `max_load_fraction` must be a finite number > 0"),
+        ({"prompt_sigma": -0.1}, "parameter `prompt_sigma` must be a finite number >= 0"),
+        ({"output_median_tokens": 100_000}, "and <= 8192"),
+        ({"ttft_p90_ms": "800"}, "parameter `ttft_p90_ms` must be a finite number of ms > 0"),
+        ({"capacity_tolerance_fraction": 0.9}, "parameter `capacity_tolerance_fraction`"),
+        ({"frontier_rate_per_s": -1.0}, "parameter `frontier_rate_per_s` must be a finite number of requests per second >= 0"),
+        ({"sweep_budgets": [128, 512], "max_num_seqs": 256}, "parameter `sweep_budgets` must hold only budgets >= max_num_seqs (256)"),
+        ({"budget_factors": [0.5, -1.0]}, "parameter `budget_factors` must be a non-empty list of at most 8 numbers > 0"),
+        ({"cap_factors": []}, "parameter `cap_factors` must be a non-empty list"),
+        ({"cap_factors": "0.5, 1"}, "parameter `cap_factors` must be a non-empty list"),
+        ({"workload": "code-like", "prompt_sigma": 1.0}, "parameter `workload` must be custom to use your own lengths"),
+        (
+            {"hardware": "h100-sxm", "model": "llama-3.1-8b", "itl_p99_ms": 3.0},
+            "parameter `itl_p99_ms` must exceed the shortest possible step of Llama 3.1 8B",
+        ),
+    ],
+)
+def test_sweep_rules_refuse_bad_values(values, message):
+    with pytest.raises(ParameterError) as info:
+        validate_parameters(**values)
+    assert message in str(info.value) and "Fix:" in str(info.value)
+
+
+def test_itl_floor_follows_the_cost_model():
+    base = {"hardware": "h100-sxm", "model": "llama-3.1-8b", "itl_p99_ms": 6.0}
+    validate_parameters(**base, cost_model="ideal")  # above the 4.79 ms weight read
+    with pytest.raises(ParameterError, match="with the typical cost model"):
+        validate_parameters(**base, cost_model="typical")  # per-step overhead on top
+
+
+def test_trace_path_must_be_a_replayable_trace(tmp_path):
+    assert validate_parameters(trace_path=str(TRACE)).trace_path == str(TRACE)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("TIMESTAMP,ContextTokens\n2023-11-16 18:15:46,374\n")
+    with pytest.raises(ParameterError, match="must name a trace budgetlab can replay.*missing column"):
+        validate_parameters(trace_path=str(bad))
+    one = tmp_path / "one.csv"
+    one.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,100,10\n")
+    with pytest.raises(ParameterError, match="at least two requests"):
+        validate_parameters(trace_path=str(one))
+
+
+def test_slo_from_parameters():
+    from budgetlab.parameters import slo_from_parameters
+
+    slo = slo_from_parameters(validate_parameters(ttft_p90_ms=800.0, itl_p99_ms=40, target_step_ms=40.0))
+    assert slo.limits == {"ttft_p90_s": 0.8, "itl_p99_s": 0.04}
+    with pytest.raises(ParameterError, match="no SLO limit"):
+        slo_from_parameters(validate_parameters(target_step_ms=40.0))
+
+
+def test_workload_from_parameters():
+    from budgetlab.parameters import CUSTOM_MAX_PROMPT_TOKENS, workload_from_parameters
+    from budgetlab.sweep import SyntheticWorkload, TraceWorkload
+    from budgetlab.workload import CONVERSATION_PROMPT, Fixed, LogNormal
+
+    default = workload_from_parameters(validate_parameters(num_requests_per_load=100))
+    assert isinstance(default, SyntheticWorkload) and default.label == "conversation-like"
+    assert default.prompt == CONVERSATION_PROMPT and default.num_requests == 100
+    assert workload_from_parameters(validate_parameters(workload="code-like")).label == "code-like"
+    custom = workload_from_parameters(
+        validate_parameters(workload="custom", prompt_median_tokens=2000, prompt_sigma=0.5, num_requests_per_load=50)
+    )
+    assert custom.prompt == LogNormal(median_tokens=2000.0, sigma=0.5, max_tokens=CUSTOM_MAX_PROMPT_TOKENS)
+    assert custom.label == "custom (prompt median 2,000, output median 129)"
+
+    params = validate_parameters(num_requests_per_load=200, seed=3)
+    chat = workload_from_parameters(params)
+    fixed = workload_from_parameters(params, fixed_lengths=True)
+    assert isinstance(fixed.prompt, Fixed) and isinstance(fixed.output, Fixed)
+    real, twin = chat.requests(rate_per_s=5.0, seed=3), fixed.requests(rate_per_s=5.0, seed=3)
+    assert [r.arrival_at_s for r in real] == [r.arrival_at_s for r in twin]  # the same arrivals
+    assert fixed.prompt.tokens == round(np.mean([r.prompt_tokens for r in real]))
+    assert fixed.output.tokens == round(np.mean([r.output_tokens for r in real]))
+
+    trace_params = validate_parameters(trace_path=str(TRACE), num_requests_per_load=20)
+    trace = workload_from_parameters(trace_params)
+    assert isinstance(trace, TraceWorkload) and trace.num_requests == 8 and trace.label == "azure_sample"
+    twin = workload_from_parameters(trace_params, fixed_lengths=True)
+    assert np.array_equal(twin.arrival_at_s, trace.arrival_at_s) and len(set(twin.prompt_tokens.tolist())) == 1
