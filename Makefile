@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LAB_STAMP := $(VENV)/.installed-lab
 
-.PHONY: test reports lab bench clean-reports
+.PHONY: test reports reports-all lab bench clean-reports
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,13 @@ $(LAB_STAMP): $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# The default reports: every notebook in the seeds' scenario (about half a minute).
+DEFAULT_SCENARIO := h100-llama-3.1-8b
 reports: $(STAMP)
+	$(BIN)/python -m budgetlab.reports --scenario $(DEFAULT_SCENARIO) $(ARGS)
+
+# Every notebook x every scenario in notebooks/params/ (about a minute and a half).
+reports-all: $(STAMP)
 	$(BIN)/python -m budgetlab.reports $(ARGS)
 
 lab: $(LAB_STAMP)

@@ -443,6 +443,8 @@ class Parameters:
     def _repr_markdown_(self) -> str:
         lines = ["| parameter | value |", "|---|---|"]
         for name, value in self.values.items():
+            if name == "results_path":  # where the renderer saves numbers, not a model input
+                continue
             shown = _yaml_literal(value)
             if name == "hardware" and self.hardware_spec is not None:
                 shown += f" ({self.hardware_spec.name})"

@@ -382,8 +382,10 @@ def _run_job(
             # saving after every cell doubled the render time
             request_save_on_cell_execute=False,
             execution_timeout=cell_timeout_s,
-            # silences the kernel's start-up banner ("running over TCP without encryption")
-            extra_arguments=["--IPKernelApp.log_level=ERROR"],
+            # silences the kernel's own log: its start-up banner ("running over TCP without
+            # encryption") and the "KeyboardInterrupt caught" line jupyter_client's shutdown
+            # interrupt provokes; errors in cells still reach the notebook and this process
+            extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
         )
     except Exception as exc:  # noqa: BLE001 - any failure is reported, the others still render
         error = _error_message(exc)
