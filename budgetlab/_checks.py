@@ -16,7 +16,7 @@ import numpy as np
 
 from budgetlab.errors import ParameterError
 
-__all__ = ["is_int", "is_number", "int_at_least", "number_in", "flag"]
+__all__ = ["is_int", "is_number", "is_flag", "int_at_least", "number_in", "flag"]
 
 
 def is_int(value: object) -> bool:
@@ -28,6 +28,11 @@ def is_number(value: object) -> bool:
     """Whether ``value`` is a real number (int, float or a NumPy scalar of either); ``bool`` is
     not. NaN and infinities count as numbers here; :func:`number_in` refuses them."""
     return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def is_flag(value: object) -> bool:
+    """Whether ``value`` is ``True`` or ``False`` (NumPy's bools included)."""
+    return isinstance(value, (bool, np.bool_))
 
 
 def int_at_least(
@@ -98,6 +103,6 @@ def number_in(
 
 def flag(name: str, value: object, *, error: type[Exception] = ParameterError) -> bool:
     """``value`` as a bool, if it is ``True`` or ``False`` (NumPy's included); else ``error``."""
-    if not isinstance(value, (bool, np.bool_)):
+    if not is_flag(value):
         raise error(f"{name} must be True or False, got {value!r}")
     return bool(value)

@@ -12,7 +12,8 @@ what is left, so it is ingested in chunks of ``budget − num_decodes`` tokens (
 1,948: chunks 1948, 1948, 1104 for a 5,000-token prompt). :func:`ttft_s` is the time until
 its first token; :func:`longest_gap_s` the longest wait between two tokens the decoders see
 meanwhile. Both are vectorized over ``budget_tokens``; ``None`` means no budget (the whole
-prompt in one step).
+prompt in one step). :func:`budget_for_longest_gap` inverts the second: the largest budget
+whose longest gap stays within a latency target.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from budgetlab.roofline import Batch, CostModel
+from budgetlab._checks import number_in
+from budgetlab.errors import NoBudgetMeetsTargetError
+from budgetlab.roofline import Batch, CostModel, bisect_largest
 
 __all__ = [
     "StepFill",
@@ -35,6 +38,7 @@ __all__ = [
     "prompt_steps",
     "ttft_s",
     "longest_gap_s",
+    "budget_for_longest_gap",
     "budget_tradeoff",
 ]
 
@@ -298,6 +302,70 @@ def longest_gap_s(
         decode_context_tokens=decode_context_tokens,
         long_prefill_token_threshold=long_prefill_token_threshold,
     )
+
+
+def budget_for_longest_gap(
+    cost: CostModel,
+    *,
+    target_s: float,
+    num_decodes: int,
+    prompt_tokens: int,
+    decode_context_tokens: int = 0,
+    long_prefill_token_threshold: int = 0,
+) -> int:
+    """Largest token budget whose :func:`longest_gap_s` stays within ``target_s`` [tokens].
+
+    The decoders' longest gap grows with the budget (a bigger first chunk makes a longer step)
+    until the whole prompt fits in one step, at ``num_decodes + prompt_tokens``; bigger budgets
+    change nothing. The answer is found by bisection between ``num_decodes + 1`` and that
+    budget, so the longest gap must not shrink as the budget grows. In the idealized model,
+    below the whole-prompt budget, the longest step is the first, full one, and this equals
+    :func:`~budgetlab.roofline.budget_for_step_time`; with decoders that read their KV cache
+    (:class:`~budgetlab.calibrated.CalibratedCost`) it is smaller.
+
+    Parameters
+    ----------
+    cost : cost model
+        Anything with ``batch_time_s``.
+    target_s : float
+        Longest gap allowed [s], > 0.
+    num_decodes, prompt_tokens, decode_context_tokens, long_prefill_token_threshold : int
+        The scripted scenario, as in :func:`ttft_s`.
+
+    Returns
+    -------
+    int
+        The budget [tokens]; ``num_decodes + prompt_tokens`` when even the whole prompt in one
+        step keeps the gap within the target (every budget does).
+
+    Raises
+    ------
+    NoBudgetMeetsTargetError
+        When even a budget of ``num_decodes + 1`` (one prompt token a step) misses the target.
+    """
+    target = number_in("target_s", target_s, low=0.0, low_open=True, what="seconds > 0", error=ValueError)
+    scenario = {
+        "num_decodes": num_decodes,
+        "prompt_tokens": prompt_tokens,
+        "decode_context_tokens": decode_context_tokens,
+        "long_prefill_token_threshold": long_prefill_token_threshold,
+    }
+    _check_scenario(num_decodes=num_decodes, prompt_tokens=prompt_tokens)
+
+    def gap_s(budget: int) -> float:
+        return float(longest_gap_s(cost, budget_tokens=budget, **scenario))
+
+    low, high = num_decodes + 1, num_decodes + prompt_tokens
+    if gap_s(high) <= target:
+        return high
+    if gap_s(low) > target:
+        raise NoBudgetMeetsTargetError(
+            f"no budget keeps the decoders' longest gap within {target * 1e3:.2f} ms: even a budget of "
+            f"{low} tokens (one prompt token a step beside {num_decodes} decodes) gives "
+            f"{gap_s(low) * 1e3:.2f} ms with {type(cost).__name__}. Raise the target, decode fewer "
+            "requests at once, or use faster hardware."
+        )
+    return bisect_largest(gap_s, target, low=low, high=high)
 
 
 def budget_tradeoff(

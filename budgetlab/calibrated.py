@@ -96,7 +96,7 @@ from numpy.typing import ArrayLike
 
 from budgetlab._checks import flag, int_at_least, number_in
 from budgetlab.errors import ParameterError
-from budgetlab.memory import kv_bytes_per_token
+from budgetlab.memory import check_tp, kv_bytes_per_token, weight_bytes_per_gpu
 from budgetlab.roofline import Batch
 from budgetlab.specs import HardwareSpec, ModelSpec
 
@@ -203,7 +203,7 @@ class CalibratedCost:
         bandwidth = hw.mem_bandwidth_bytes_per_s * self.bandwidth_efficiency
         flop_rate = hw.dense_bf16_flops_per_s * self.flop_efficiency * self.tp
         # Same operations, same order as IdealCost: x / 1 and x * 1.0 are exact.
-        object.__setattr__(self, "weight_read_s", (m.weight_bytes / self.tp) / bandwidth)
+        object.__setattr__(self, "weight_read_s", weight_bytes_per_gpu(m, tp=self.tp) / bandwidth)
         object.__setattr__(self, "per_token_s", self.flops_per_token / flop_rate)
         moe = self._moe_active
         expert = self._expert_params_all_layers if moe else 0.0
@@ -216,7 +216,7 @@ class CalibratedCost:
                 overhead_s=self.step_overhead_s + m.num_layers * self.layer_overhead_s,
                 bandwidth=bandwidth,
                 kv_reads=bool(self.kv_reads),
-                kv_s_per_token=kv_bytes_per_token(m) / min(self.tp, m.num_kv_heads) / bandwidth,
+                kv_s_per_token=kv_bytes_per_token(m, tp=self.tp) / bandwidth,
                 attention=bool(self.attention),
                 attention_s_per_pair=self.attention_flops_per_pair / flop_rate,
                 tile_tokens=self.tile_tokens,
@@ -238,13 +238,7 @@ class CalibratedCost:
             raise ParameterError(f"hardware must be a HardwareSpec, got {type(self.hardware).__name__}")
         if not isinstance(self.model, ModelSpec):
             raise ParameterError(f"model must be a ModelSpec, got {type(self.model).__name__}")
-        tp = int_at_least("tp", self.tp, 1, what="an int >= 1 (GPUs per replica)")
-        if self.model.num_attention_heads % tp:
-            raise ParameterError(
-                f"tp={tp} does not divide {self.model.name}'s {self.model.num_attention_heads} "
-                "attention heads; vLLM requires it to. Pick a divisor such as "
-                f"{_divisors_text(self.model.num_attention_heads)}."
-            )
+        check_tp(self.model, self.tp)
         for name in ("step_overhead_s", "layer_overhead_s"):
             number_in(name, getattr(self, name), low=0.0, what="seconds >= 0")
         for name in ("bandwidth_efficiency", "flop_efficiency"):
@@ -392,6 +386,12 @@ class CalibratedCost:
             out = (c.shared_params + experts * c.expert_params) * c.dtype_bytes
         return float(out) if out.ndim == 0 else out
 
+    def weight_bytes_per_gpu(self, num_tokens: ArrayLike) -> np.ndarray | float:
+        """Weight bytes a step of ``num_tokens`` tokens reads on each of the ``tp`` GPUs [B]
+        (vectorized): :meth:`weight_bytes` ``/ tp``."""
+        out = np.asarray(self.weight_bytes(num_tokens)) / self.tp
+        return float(out) if out.ndim == 0 else out
+
     def all_reduce_s(self, num_tokens: ArrayLike) -> np.ndarray | float:
         """Time of the step's all-reduces [s] (vectorized): 0 without tensor parallelism.
 
@@ -449,7 +449,7 @@ class CalibratedCost:
         if isinstance(tokens, float):
             experts = c.num_experts * (1.0 - math.pow(c.miss_fraction, tokens))
             return ((c.shared_params + experts * c.expert_params) * c.dtype_bytes) / self.tp / c.bandwidth
-        return (np.asarray(self.weight_bytes(tokens)) / self.tp) / c.bandwidth
+        return np.asarray(self.weight_bytes_per_gpu(tokens)) / c.bandwidth
 
     # ----------------------------------------------------------------------------------------
     # The cost-model interface
@@ -548,6 +548,3 @@ class _Constants:
     expert_params: float
     dtype_bytes: float
 
-
-def _divisors_text(n: int) -> str:
-    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0 and d <= 16)

@@ -3,7 +3,8 @@
 Two kinds of functions live here:
 
 *Frame builders* (``*_frame``) call the package's math (:mod:`budgetlab.roofline`,
-:mod:`budgetlab.budget`) and return a tidy :class:`pandas.DataFrame`, one row per observation,
+:mod:`budgetlab.budget`, :mod:`budgetlab.memory`, :mod:`budgetlab.metrics`, :mod:`budgetlab.sweep`;
+its public functions only) and return a tidy :class:`pandas.DataFrame`, one row per observation,
 with times in seconds (``*_s``) and, for display only, in milliseconds (``*_ms``). Curves that
 several cost models can share carry a ``cost_model`` column (``"ideal"`` here; a calibrated
 model adds rows with its own name), so one chart draws them side by side.
@@ -26,9 +27,15 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from budgetlab.budget import chunk_schedule, fill_step, longest_gap_s, prefill_tokens_left, ttft_s
+from budgetlab.budget import chunk_schedule, longest_gap_s, prefill_tokens_left, ttft_s
+from budgetlab.calibrate import predict_step_ms, read_measurements
+from budgetlab.calibrated import CalibratedCost
+from budgetlab.memory import kv_capacity, weight_bytes_per_gpu, weights_fit
+from budgetlab.metrics import GATES, busy_stats, step_gates
 from budgetlab.roofline import IdealCost, knee_tokens
-from budgetlab.specs import HardwareSpec, ModelSpec
+from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
+from budgetlab.sweep import best_capacity, mean_sequence_tokens
+from budgetlab.workload import trace_stats
 
 __all__ = [
     "MAX_ROWS",
@@ -78,7 +85,6 @@ __all__ = [
     "moe_chart",
     "budget_payoff_frame",
     "budget_payoff_table",
-    "budget_meeting_target",
     "longest_gap_models_chart",
     "measured_points_frame",
     "calibration_rows_table",
@@ -348,7 +354,7 @@ def hardware_comparison_frame(
             "weight_read_s": cost.weight_read_s,
             "per_token_s": cost.per_token_s,
             "knee_tokens": knee_tokens(cost),
-            "weights_fit": bool(model.weight_bytes <= hardware.memory_bytes),
+            "weights_fit": weights_fit(hardware, model),
         }
         for mark in token_marks:
             row[f"step_{int(mark)}_s"] = float(cost.step_time_s(int(mark)))
@@ -395,8 +401,8 @@ def step_fill_frame(
 ) -> pd.DataFrame:
     """How each step's budget is shared while one prompt is ingested: one row per step × part.
 
-    Each step is filled with :func:`budgetlab.budget.fill_step`: the ``num_decodes`` decoding
-    requests (admitted earlier) take one token each, the prompt takes what is left.
+    The prompt's chunks come from :func:`budgetlab.budget.chunk_schedule`: the ``num_decodes``
+    decoding requests (admitted earlier) take one token each, the prompt takes what is left.
     ``budget_tokens=None`` means no budget: the whole prompt goes into one step.
 
     Parameters
@@ -420,39 +426,25 @@ def step_fill_frame(
         ``step_time_ms``, ``start_s``, ``end_s``, ``start_ms``, ``end_ms``, ``scenario``
         (:func:`fmt_budget`), ``budget_tokens``.
     """
-    budget = num_decodes + prompt_tokens if budget_tokens is None else int(budget_tokens)
-    decodes = [1] * num_decodes
-    remaining = prompt_tokens
+    chunks = chunk_schedule(budget_tokens=budget_tokens, num_decodes=num_decodes, prompt_tokens=prompt_tokens)
     steps = []
     clock_s = 0.0
-    while remaining > 0:
-        first = not steps
-        fill = fill_step(
-            budget_tokens=budget,
-            running_remaining_tokens=decodes if first else [*decodes, remaining],
-            waiting_remaining_tokens=[remaining] if first else [],
-        )
-        chunk = fill.admitted_tokens[0] if first else fill.running_tokens[-1]
-        if chunk <= 0:
-            raise ValueError(
-                f"a budget of {budget} tokens leaves nothing for the prompt after "
-                f"{num_decodes} decodes; use a budget above {num_decodes}"
-            )
-        step_s = float(cost.step_time_s(fill.num_tokens))
+    for step, chunk in enumerate(chunks, start=1):
+        step_tokens = num_decodes + chunk
+        step_s = float(cost.step_time_s(step_tokens))
         steps.append(
             {
-                "step": len(steps) + 1,
+                "step": step,
                 "decode": num_decodes,
                 "prompt": chunk,
-                "unused": fill.leftover_tokens if budget_tokens is not None else 0,
-                "step_tokens": fill.num_tokens,
+                "unused": int(budget_tokens) - step_tokens if budget_tokens is not None else 0,
+                "step_tokens": step_tokens,
                 "step_time_s": step_s,
                 "start_s": clock_s,
                 "end_s": clock_s + step_s,
             }
         )
         clock_s += step_s
-        remaining -= chunk
     num_steps = len(steps)
     wide = pd.DataFrame(steps[:max_steps])
     frame = wide.melt(
@@ -763,6 +755,23 @@ def _color(frame: pd.DataFrame, column: str | None, title: str) -> alt.Color | a
     return alt.Color(f"{column}:N", title=title, sort=order, legend=alt.Legend(labelLimit=320))
 
 
+def _reference_rules(references: Sequence[tuple[str, float]], *, label_x: Any = "width") -> list[alt.Chart]:
+    """Dashed horizontal lines at latencies given in seconds (drawn in ms), each labelled above
+    the line at ``label_x`` (the right edge by default): targets, SLO limits, no-budget TTFT."""
+    ref = pd.DataFrame({"label": [r[0] for r in references], "value_ms": [r[1] * 1e3 for r in references]})
+    return [
+        alt.Chart(ref).mark_rule(strokeDash=[6, 3], color=PALETTE["reference"]).encode(y="value_ms:Q"),
+        alt.Chart(ref)
+        .mark_text(align="right", baseline="bottom", dy=-3, color=PALETTE["reference"])
+        .encode(x=alt.value(label_x), y="value_ms:Q", text="label:N"),
+    ]
+
+
+def _target_reference(target_step_s: float) -> tuple[str, float]:
+    """``("40 ms target", 0.04)``: a step-time target as a reference line."""
+    return (f"{fmt_ms(target_step_s, 0)} target", target_step_s)
+
+
 def step_cost_chart(
     frame: pd.DataFrame,
     *,
@@ -1055,15 +1064,7 @@ def budget_sweep_chart(
         base.mark_point(size=70, filled=True).encode(tooltip=tooltip).transform_filter("datum.listed"),
     ]
     if references:
-        ref = pd.DataFrame({"label": [r[0] for r in references], "value_ms": [r[1] * 1e3 for r in references]})
-        layers.append(
-            alt.Chart(ref).mark_rule(strokeDash=[6, 3], color=PALETTE["reference"]).encode(y="value_ms:Q")
-        )
-        layers.append(
-            alt.Chart(ref)
-            .mark_text(align="right", baseline="bottom", dy=-3, color=PALETTE["reference"])
-            .encode(x=alt.value("width"), y="value_ms:Q", text="label:N")
-        )
+        layers += _reference_rules(references)
     if budget_marks:
         marks = pd.DataFrame({"label": [m[0] for m in budget_marks], "budget_tokens": [m[1] for m in budget_marks]})
         layers.append(
@@ -1132,7 +1133,7 @@ def ttft_and_step_time_chart(
     )
     left_refs = [("no budget: whole prompt in one step", ttft_without_budget_s)] if ttft_without_budget_s else []
     left_refs += list(extra_ttft_references)
-    right_refs = [(f"{fmt_ms(target_step_s, 0)} target", target_step_s)] if target_step_s else []
+    right_refs = [_target_reference(target_step_s)] if target_step_s else []
     right_marks = (
         [(f"{fmt_int(budget_for_target)} tokens", budget_for_target)] if budget_for_target is not None else []
     )
@@ -1174,13 +1175,7 @@ def longest_gap_bars_chart(
     text = base.mark_text(dy=-8, fontWeight="bold").encode(text="label:N")
     layers: list[alt.Chart] = [bars, text]
     if target_step_s is not None:
-        ref = pd.DataFrame({"value_ms": [target_step_s * 1e3], "label": [f"{fmt_ms(target_step_s, 0)} target"]})
-        layers.append(alt.Chart(ref).mark_rule(strokeDash=[6, 3], color=PALETTE["reference"]).encode(y="value_ms:Q"))
-        layers.append(
-            alt.Chart(ref)
-            .mark_text(align="right", baseline="bottom", dy=-3, color=PALETTE["reference"])
-            .encode(x=alt.value("width"), y="value_ms:Q", text="label:N")
-        )
+        layers += _reference_rules([_target_reference(target_step_s)])
     return alt.layer(*layers).properties(width=260, height=HEIGHT, title=title)
 
 
@@ -1289,20 +1284,18 @@ def tensor_parallel_frame(
     -------
     pandas.DataFrame
         ``tp``, ``weight_bytes_per_gpu``, ``weights_fit`` (one GPU's share of the weights fits
-        in its memory), ``weight_read_s`` (one GPU's share at the achieved bandwidth),
-        ``per_token_s`` (at the achieved FLOP rate, split over the GPUs), and for each mark
-        ``step_<n>_s``, ``all_reduce_<n>_s`` and ``speedup_<n>`` (over the first degree
-        listed).
+        in its memory: :func:`budgetlab.memory.weights_fit`), ``weight_read_s`` (one GPU's
+        share at the achieved bandwidth), ``per_token_s`` (at the achieved FLOP rate, split
+        over the GPUs), and for each mark ``step_<n>_s``, ``all_reduce_<n>_s`` and
+        ``speedup_<n>`` (over the first degree listed).
     """
-    from budgetlab.calibrated import CalibratedCost
-
     rows = []
     for tp in tp_degrees:
         cost = CalibratedCost.typical(hardware, model, tp=int(tp))
         row: dict[str, Any] = {
             "tp": int(tp),
-            "weight_bytes_per_gpu": model.weight_bytes / int(tp),
-            "weights_fit": bool(model.weight_bytes / int(tp) <= hardware.memory_bytes),
+            "weight_bytes_per_gpu": weight_bytes_per_gpu(model, tp=int(tp)),
+            "weights_fit": weights_fit(hardware, model, tp=int(tp)),
             "weight_read_s": cost.weight_read_s,
             "per_token_s": cost.per_token_s,
         }
@@ -1374,7 +1367,7 @@ def moe_frame(cost: Any, tokens: Sequence[int]) -> pd.DataFrame:
             "expected_experts": np.asarray(cost.expected_experts(tokens), dtype=float),
             "num_experts": cost.model.num_experts,
             "weight_bytes": weight_bytes,
-            "weight_bytes_per_gpu": weight_bytes / cost.tp,
+            "weight_bytes_per_gpu": np.asarray(cost.weight_bytes_per_gpu(tokens), dtype=float),
             "weight_gb": weight_bytes / 1e9,
             "step_time_s": step_s,
             "step_time_ms": step_s * 1e3,
@@ -1537,18 +1530,6 @@ def budget_payoff_table(frame: pd.DataFrame) -> pd.DataFrame:
     ).set_index("Cost model")
 
 
-def budget_meeting_target(frame: pd.DataFrame, *, target_s: float, column: str = "step_time_s") -> int | None:
-    """Read a sweep's largest budget whose ``column`` stays within ``target_s`` [tokens].
-
-    ``frame`` holds one curve (filter a multi-model sweep by ``cost_model`` first); ``None``
-    when even the smallest budget misses the target.
-    """
-    if frame.cost_model.nunique() > 1:
-        raise ValueError("budget_meeting_target reads one curve; filter the frame by cost_model first")
-    meets = frame[frame[column] <= target_s]
-    return None if meets.empty else int(meets.budget_tokens.max())
-
-
 def longest_gap_models_chart(
     frame: pd.DataFrame, *, target_step_s: float | None = None, title: str = ""
 ) -> alt.LayerChart:
@@ -1580,13 +1561,7 @@ def longest_gap_models_chart(
     text = base.mark_text(dy=-8, fontWeight="bold").encode(text="label:N")
     layers: list[alt.Chart] = [bars, text]
     if target_step_s is not None:
-        ref = pd.DataFrame({"value_ms": [target_step_s * 1e3], "label": [f"{fmt_ms(target_step_s, 0)} target"]})
-        layers.append(alt.Chart(ref).mark_rule(strokeDash=[6, 3], color=PALETTE["reference"]).encode(y="value_ms:Q"))
-        layers.append(
-            alt.Chart(ref)
-            .mark_text(align="right", baseline="bottom", dy=-3, color=PALETTE["reference"])
-            .encode(x=alt.value("width"), y="value_ms:Q", text="label:N")
-        )
+        layers += _reference_rules([_target_reference(target_step_s)])
     return alt.layer(*layers).properties(width=320, height=HEIGHT, title=title)
 
 
@@ -1716,8 +1691,6 @@ def residual_frame(table: Any, costs: Mapping[str, Any]) -> pd.DataFrame:
         ``cost_model``, ``predicted_ms``, ``residual_ms`` (predicted − measured) and
         ``relative_error`` (residual / measured).
     """
-    from budgetlab.calibrate import predict_step_ms, read_measurements
-
     frame = table if isinstance(table, pd.DataFrame) and "split" in table else read_measurements(table)
     points = measured_points_frame(frame)
     frames = []
@@ -1924,9 +1897,6 @@ def kv_budget_frame(
         ``kv_tokens``, ``kv_blocks``, ``kv_tokens_lost`` (fewer KV tokens than at the smallest
         budget) and ``kv_tokens_lost_fraction`` (that, relative to the smallest budget's).
     """
-    from budgetlab.memory import kv_capacity
-    from budgetlab.specs import EngineConfig
-
     rows = []
     for budget in sorted(set(int(b) for b in budgets)):
         if budget < max_num_seqs:
@@ -2146,14 +2116,8 @@ _GATE_COLORS = {
 def gate_share_frame(results: Mapping[str, Any]) -> pd.DataFrame:
     """Which of the three gates held the waiting requests back, as a share of busy time.
 
-    After the scheduler filled a step, requests still waiting were stopped by one gate:
-
-    * ``slot``: the running list holds ``max_num_seqs`` requests;
-    * ``budget``: the step's tokens reached ``max_num_batched_tokens``;
-    * ``kv``: neither, so the head of the queue did not fit the free KV blocks (or the step
-      preempted someone, which skips admission altogether).
-
-    ``none`` marks steps with nobody waiting. Each step weighs its duration.
+    Each step is classified by :func:`budgetlab.metrics.step_gates` (``slot``, ``budget``,
+    ``kv``, or ``none`` with nobody waiting) and weighs its duration.
 
     Returns
     -------
@@ -2162,17 +2126,14 @@ def gate_share_frame(results: Mapping[str, Any]) -> pd.DataFrame:
     """
     rows = []
     for case, result in results.items():
-        steps = _steps_with_tokens(result)
         engine = result.engine
-        waiting = steps.num_waiting.to_numpy() > 0
-        preempted = steps.num_preemptions.to_numpy() > 0
-        slot = waiting & ~preempted & (steps.num_running.to_numpy() >= engine.max_num_seqs)
-        budget = waiting & ~preempted & ~slot & (steps.num_tokens.to_numpy() >= engine.max_num_batched_tokens)
-        kv = waiting & ~slot & ~budget
-        duration = steps.duration_s.to_numpy()
+        gates = step_gates(
+            result.steps, max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens
+        )["gate"].to_numpy()
+        duration = result.steps.duration_s.to_numpy()
         busy = float(duration.sum())
-        for gate, mask in (("slot", slot), ("budget", budget), ("kv", kv), ("none", ~waiting)):
-            time = float(duration[mask].sum())
+        for gate in GATES:
+            time = float(duration[gates == gate].sum())
             rows.append(
                 {
                     "case": case,
@@ -2224,13 +2185,11 @@ def sim_cases_frame(results: Mapping[str, Any]) -> pd.DataFrame:
         ``case``, ``policy``, ``max_num_seqs``, ``max_num_batched_tokens``, ``num_kv_blocks``,
         ``kv_tokens``, every key of ``SimResult.summary()``, plus ``running_mean``
         (duration-weighted mean running requests), ``running_max``, ``tokens_per_step_mean``
-        (duration-weighted), ``busy_fraction`` (steps' time over the makespan).
+        (duration-weighted), ``busy_fraction`` (steps' time over the makespan): see
+        :func:`budgetlab.metrics.busy_stats`.
     """
     rows = []
     for case, result in results.items():
-        steps = _steps_with_tokens(result)
-        weight = steps.duration_s.to_numpy()
-        busy = float(weight.sum())
         summary = result.summary()
         rows.append(
             {
@@ -2242,10 +2201,7 @@ def sim_cases_frame(results: Mapping[str, Any]) -> pd.DataFrame:
                 "num_kv_blocks": result.num_kv_blocks,
                 "kv_tokens": result.num_kv_blocks * result.engine.block_size,
                 **summary,
-                "running_mean": float(np.sum(steps.num_running.to_numpy() * weight) / busy),
-                "running_max": int(steps.num_running.max()),
-                "tokens_per_step_mean": float(np.sum(steps.num_tokens.to_numpy() * weight) / busy),
-                "busy_fraction": min(busy / summary["makespan_s"], 1.0) if summary["makespan_s"] > 0 else 1.0,
+                **busy_stats(result.steps, makespan_s=summary["makespan_s"]),
             }
         )
     return pd.DataFrame(rows)
@@ -2356,14 +2312,13 @@ __all__ += [
     "LOAD_PERCENTILES",
     "candidates_chart",
     "candidates_table",
-    "capacity_by_budget",
+    "capacity_frame",
     "capacity_table",
     "frontier_chart",
     "frontier_frame",
     "load_grid",
     "load_sweep_chart",
     "load_sweep_frame",
-    "service_rate_per_s",
     "slo_check_frame",
     "slo_check_table",
     "workload_stats_table",
@@ -2400,50 +2355,13 @@ def _fmt_latency(seconds: float) -> str:
     return f"{float(f'{seconds * 1e3:.3g}'):g} ms" if seconds * 1e3 >= 100 else f"{seconds * 1e3:.3g} ms"
 
 
-def service_rate_per_s(
-    workload: Any,
-    *,
-    budgets: Sequence[int],
-    hardware: Any,
-    model: Any,
-    cost: Any = "ideal",
-    seed: int = 0,
-) -> float:
-    """The highest offered load a replica sustains with any of ``budgets`` [1/s].
-
-    :func:`budgetlab.sweep.max_service_rate_per_s` for each budget (full-budget steps back to
-    back, divided by the workload's mean prompt + output length), the largest of them. Above
-    it queues grow without bound, so a load sweep needs to reach just past it.
-
-    Parameters
-    ----------
-    workload : SweepWorkload
-        Its mean sequence length sets the rate.
-    budgets : sequence of int
-        Token budgets [tokens].
-    hardware, model : str or spec
-    cost : str, callable or cost model
-        See :func:`budgetlab.sweep.make_cost`.
-    seed : int
-        Workload seed for the mean length [-].
-    """
-    from budgetlab.sweep import _as_hardware, _as_model, _check_cost, _mean_sequence_tokens, make_cost
-    from budgetlab.sweep import max_service_rate_per_s as _service
-
-    hw, mdl = _as_hardware("hardware", hardware), _as_model("model", model)
-    step_cost = make_cost(_check_cost(cost), hw, mdl)
-    mean_tokens = _mean_sequence_tokens(workload, seed)
-    return max(
-        _service(step_cost, max_num_batched_tokens=int(b), mean_sequence_tokens=mean_tokens) for b in budgets
-    )
-
-
 def load_grid(service_rate_per_s: float, *, num_loads: int, max_load_fraction: float = 1.1) -> np.ndarray:
     """Offered loads for a sweep: ``num_loads`` evenly spaced up to ``max_load_fraction`` of the
     replica's service rate [1/s], rounded to three significant digits.
 
-    With the defaults the grid stops just past the service rate (:func:`service_rate_per_s`),
-    where every configuration's queue grows without bound, so each curve shows its hockey stick.
+    With the defaults the grid stops just past the service rate
+    (:func:`budgetlab.sweep.service_rate_per_s`), where every configuration's queue grows
+    without bound, so each curve shows its hockey stick.
 
     Examples
     --------
@@ -2478,13 +2396,10 @@ def workload_stats_table(workloads: dict[str, Any], *, seed: int = 0) -> pd.Data
         One row per statistic (median, 90th percentile and mean of the prompt, the output and
         their sum), one column per workload, whole tokens.
     """
-    from budgetlab.workload import trace_stats
-
     columns = {}
     for name, workload in workloads.items():
         requests = workload.requests(rate_per_s=1.0, seed=seed)
         stats = trace_stats(requests)
-        sequence = np.array([r.prompt_tokens + r.output_tokens for r in requests], dtype=float)
         columns[name] = [
             stats["prompt_p50_tokens"],
             stats["prompt_p90_tokens"],
@@ -2492,7 +2407,7 @@ def workload_stats_table(workloads: dict[str, Any], *, seed: int = 0) -> pd.Data
             stats["output_p50_tokens"],
             stats["output_p90_tokens"],
             stats["output_mean_tokens"],
-            float(np.mean(sequence)),
+            mean_sequence_tokens(workload, seed=seed),
             len(requests),
         ]
     index = [
@@ -2510,160 +2425,25 @@ def workload_stats_table(workloads: dict[str, Any], *, seed: int = 0) -> pd.Data
     return table
 
 
-def _bracket(rows: pd.DataFrame, slo: Any) -> tuple[float, float] | None:
-    """Loads of a sweep between which the SLO breaks: the first load where it fails and the one
-    below it, where it holds; ``None`` when it holds everywhere or fails already at the lowest."""
-    ordered = rows.sort_values("rate_per_s")
-    holds = [slo.holds(row) for row in ordered.to_dict("records")]
-    if all(holds) or not holds[0]:
-        return None
-    first_fail = holds.index(False)
-    rates = ordered.rate_per_s.to_numpy(dtype=float)
-    return float(rates[first_fail - 1]), float(rates[first_fail])
-
-
-def _capacity_outcome(task: dict[str, Any]) -> dict[str, Any]:
-    """One capacity search; an SLO that no load (or every load) meets is an outcome, not an
-    error. Module level, so process pools can run it."""
-    from budgetlab.sweep import CapacityAboveBoundsError, SLOUnattainableError, capacity
-
-    task = dict(task)
-    try:
-        result = capacity(task.pop("workload"), **task)
-    except SLOUnattainableError as exc:
-        return {"status": "fails at every load", "result": None, "violations": tuple(getattr(exc, "violations", ())),
-                "rate_per_s": getattr(exc, "rate_per_s", np.nan)}
-    except CapacityAboveBoundsError as exc:
-        return {"status": "holds at every load", "result": None, "violations": (),
-                "rate_per_s": getattr(exc, "rate_per_s", np.nan)}
-    return {"status": "ok", "result": result, "violations": result.breaking, "rate_per_s": result.capacity_per_s}
-
-
-def capacity_by_budget(
-    workload: Any,
-    *,
-    slo: Any,
-    budgets: Sequence[int],
-    max_num_seqs: int,
-    hardware: Any,
-    model: Any,
-    cost: Any = "ideal",
-    seed: int = 0,
-    tolerance_fraction: float = 0.05,
-    sweep_table: pd.DataFrame | None = None,
-    engine: Any = None,
-    executor: Any = None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Capacity per replica under ``slo`` for each budget (:func:`budgetlab.sweep.capacity`).
-
-    When ``sweep_table`` (a :func:`budgetlab.sweep.sweep` of the same workload, cap, hardware,
-    model, cost and seed) shows where the SLO breaks for a budget, the bisection starts from
-    that bracket of loads instead of searching from scratch: fewer simulations, same answer
-    within the tolerance. A budget whose SLO fails at every load (or holds at every load
-    searched) gets a row saying so instead of an error.
-
-    Parameters
-    ----------
-    workload : SweepWorkload
-    slo : SLO
-    budgets : sequence of int
-        ``max_num_batched_tokens`` values [tokens], each >= ``max_num_seqs``.
-    max_num_seqs : int
-        The cap, the same for every budget [count].
-    hardware, model : str or spec
-    cost : str, callable or cost model
-    seed : int
-    tolerance_fraction : float
-        Relative precision of each search [-].
-    sweep_table : pandas.DataFrame, optional
-        A load sweep to take brackets from.
-    engine : EngineConfig, optional
-        Template for the other knobs (as in :func:`budgetlab.sweep.sweep`).
-    executor : concurrent.futures.Executor, optional
-        Runs the searches, one task per budget. ``None``: a local process pool for the call
-        (:func:`budgetlab.sweep.default_executor`) when there are several budgets, else this
-        process. Everything passed must be picklable for a pool (package workloads and cost
-        names are; objects defined in a notebook cell are not: pass a
-        :class:`~budgetlab.sweep.SerialExecutor` for those).
+def capacity_frame(capacities: pd.DataFrame) -> pd.DataFrame:
+    """:func:`budgetlab.sweep.capacity_by_budget`'s capacities with the labels prose and charts
+    show.
 
     Returns
     -------
-    (pandas.DataFrame, pandas.DataFrame)
-        *Capacities*, one row per budget: ``budget_tokens``, ``max_num_seqs``, ``workload``,
-        ``capacity_per_s`` (NaN unless ``status`` is ``"ok"``), ``upper_per_s`` (lowest load
-        found to break the SLO), ``status``, ``breaks_on`` (the limit broken worst just above
-        capacity), ``breaks_label`` (``"TTFT p90"``), ``breaks_detail``, ``num_simulations``,
-        ``label`` (``"34.6 req/s"``), and the TTFT/ITL percentiles at capacity.
-        *Evaluations*, every simulation the searches ran: ``budget_tokens``, ``max_num_seqs``,
-        ``workload``, ``rate_per_s``, ``holds`` and the summary columns.
+    pandas.DataFrame
+        A copy with ``breaks_label`` (the limit broken just above capacity, ``"TTFT p90"``;
+        ``""`` when none) and ``label`` (``"34.6 req/s"``, or the status when the search found
+        no capacity) added.
     """
-    from dataclasses import replace
+    frame = capacities.copy()
+    frame["breaks_label"] = _breaks_labels(frame)
+    frame["label"] = [_fmt_rate(c) if s == "ok" else s for c, s in zip(frame.capacity_per_s, frame.status)]
+    return frame
 
-    from budgetlab.specs import EngineConfig
-    from budgetlab.sweep import SerialExecutor, default_executor
 
-    template = engine if engine is not None else EngineConfig(max_num_batched_tokens=8192, max_num_seqs=256)
-    label = str(getattr(workload, "label", "workload"))
-    tasks = []
-    for budget in budgets:
-        bounds = None
-        if sweep_table is not None:
-            rows = sweep_table[
-                (sweep_table.max_num_batched_tokens == budget) & (sweep_table.max_num_seqs == max_num_seqs)
-            ]
-            bounds = _bracket(rows, slo) if len(rows) else None
-        tasks.append(
-            {
-                "workload": workload,
-                "slo": slo,
-                "engine": replace(template, max_num_batched_tokens=int(budget), max_num_seqs=int(max_num_seqs)),
-                "hardware": hardware,
-                "model": model,
-                "cost": cost,
-                "seed": seed,
-                "tolerance_fraction": tolerance_fraction,
-                "rate_bounds_per_s": bounds,
-            }
-        )
-    own = executor is None
-    runner = executor if not own else (default_executor(len(tasks)) if len(tasks) > 1 else SerialExecutor())
-    try:
-        outcomes = [future.result() for future in [runner.submit(_capacity_outcome, task) for task in tasks]]
-    finally:
-        if own:
-            runner.shutdown(wait=True, cancel_futures=True)
-    rows, evaluations = [], []
-    for budget, outcome in zip(budgets, outcomes):
-        result = outcome["result"]
-        violations = outcome["violations"]
-        summary = result.summary if result is not None else {}
-        row = {
-            "budget_tokens": int(budget),
-            "max_num_seqs": int(max_num_seqs),
-            "workload": label,
-            "capacity_per_s": result.capacity_per_s if result is not None else np.nan,
-            "upper_per_s": result.upper_per_s if result is not None else outcome["rate_per_s"],
-            "status": outcome["status"],
-            "breaks_on": violations[0].metric if violations else "",
-            "breaks_label": _metric_label(violations[0].metric) if violations else "",
-            "breaks_detail": "; ".join(map(str, violations)),
-            "num_simulations": result.num_simulations if result is not None else np.nan,
-            "label": _fmt_rate(result.capacity_per_s) if result is not None else outcome["status"],
-        }
-        for metric in _LOAD_METRICS:
-            for pct in LOAD_PERCENTILES:
-                key = f"{metric}_{pct}_s"
-                row[key] = float(summary.get(key, np.nan))
-        rows.append(row)
-        if result is not None:
-            searched = result.evaluations.assign(
-                budget_tokens=int(budget), max_num_seqs=int(max_num_seqs), workload=label
-            )
-            evaluations.append(searched)
-    searched = pd.concat(evaluations, ignore_index=True) if evaluations else pd.DataFrame(
-        columns=["budget_tokens", "max_num_seqs", "workload", "rate_per_s", "holds"]
-    )
-    return pd.DataFrame(rows), searched
+def _breaks_labels(capacities: pd.DataFrame) -> list[str]:
+    return [_metric_label(m) if m else "" for m in capacities.breaks_on]
 
 
 def _series_labels(frame: pd.DataFrame, series: str) -> pd.Series:
@@ -2689,7 +2469,8 @@ def load_sweep_frame(
     tables : DataFrame or sequence of them
         :func:`budgetlab.sweep.sweep` outputs (one per workload when comparing workloads).
     evaluations : DataFrame or sequence of them
-        The simulations of capacity searches (the second output of :func:`capacity_by_budget`):
+        The simulations of capacity searches (the second output of
+        :func:`budgetlab.sweep.capacity_by_budget`):
         they add points where each curve crosses the SLO. Points beyond the sweep's highest
         load are left out; a load the sweep already has keeps the sweep's row.
     series : {"budget", "workload"}
@@ -2784,8 +2565,8 @@ def load_sweep_chart(
     frame : pandas.DataFrame
         :func:`load_sweep_frame` output.
     capacities : pandas.DataFrame, optional
-        First output of :func:`capacity_by_budget` (rows with a capacity are drawn); its
-        series must match the frame's (``budget_tokens`` or ``workload``).
+        First output of :func:`budgetlab.sweep.capacity_by_budget` (rows with a capacity are
+        drawn); its series must match the frame's (``budget_tokens`` or ``workload``).
     slo : SLO, optional
         Draws its TTFT and ITL limits.
     ttft_percentile, itl_percentile : {"p50", "p90", "p99"}
@@ -2816,6 +2597,7 @@ def load_sweep_chart(
     caps = None
     if capacities is not None and len(capacities):
         caps = capacities[capacities.status == "ok"].copy()
+        caps["breaks_label"] = _breaks_labels(caps)
         by_budget = bool((frame.series == frame.budget_tokens.map(lambda b: f"budget {fmt_int(b)}")).all())
         if by_budget:
             caps["series"] = caps.budget_tokens.map(lambda b: f"budget {fmt_int(b)}")
@@ -2880,7 +2662,8 @@ def load_sweep_chart(
 
 
 def capacity_table(capacities: pd.DataFrame, *, by: str = "budget") -> pd.DataFrame:
-    """:func:`capacity_by_budget` for reading: one row per budget (or workload), units in headers."""
+    """:func:`budgetlab.sweep.capacity_by_budget` for reading: one row per budget (or workload),
+    units in headers."""
     first = (
         capacities.budget_tokens.map(fmt_int)
         if by == "budget"
@@ -3007,7 +2790,7 @@ def slo_check_frame(table: pd.DataFrame, slo: Any) -> pd.DataFrame:
     """
     rows = []
     for record in table.to_dict("records"):
-        met = slo.holds(record)
+        broken = {v.metric for v in slo.violations(record)}
         for metric, limit in slo.limits.items():
             value = float(record[metric])
             rows.append(
@@ -3020,8 +2803,8 @@ def slo_check_frame(table: pd.DataFrame, slo: Any) -> pd.DataFrame:
                     "value_s": value,
                     "limit_s": float(limit),
                     "used_fraction": value / float(limit),
-                    "meets": not value > limit,
-                    "slo_met": met,
+                    "meets": metric not in broken,
+                    "slo_met": not broken,
                 }
             )
     return pd.DataFrame(rows)
@@ -3149,15 +2932,8 @@ def frontier_chart(frame: pd.DataFrame, *, slo: Any, title: str = "") -> alt.Lay
     ttft_key = next((m for m in limits if _metric_label(m) == ttft_label), None)
     itl_key = next((m for m in limits if _metric_label(m) == itl_label), None)
     if ttft_key is not None:
-        ref = pd.DataFrame(
-            {"value_ms": [limits[ttft_key] * 1e3], "label": [f"SLO: {ttft_label} ≤ {_fmt_latency(limits[ttft_key])}"]}
-        )
-        layers += [
-            alt.Chart(ref).mark_rule(strokeDash=[6, 3], color=PALETTE["reference"]).encode(y="value_ms:Q"),
-            alt.Chart(ref)
-            .mark_text(align="right", baseline="bottom", dy=-3, color=PALETTE["reference"])
-            .encode(x=alt.value(WIDTH), y="value_ms:Q", text="label:N"),
-        ]
+        label = f"SLO: {ttft_label} ≤ {_fmt_latency(limits[ttft_key])}"
+        layers += _reference_rules([(label, limits[ttft_key])], label_x=WIDTH)
     if itl_key is not None:
         ref = pd.DataFrame(
             {"value_ms": [limits[itl_key] * 1e3], "label": [f"SLO: {itl_label} ≤ {_fmt_latency(limits[itl_key])}"]}
@@ -3174,7 +2950,6 @@ def frontier_chart(frame: pd.DataFrame, *, slo: Any, title: str = "") -> alt.Lay
 # --- prose helpers for notebooks 07 and 08 ------------------------------------------------------
 
 __all__ += [
-    "best_capacity",
     "capacity_note",
     "fmt_latency",
     "fmt_percent_change",
@@ -3205,18 +2980,9 @@ def fmt_percent_change(value: float, reference: float) -> str:
     return f"{abs(change):.1%}".replace("%", " %") + (" more" if change > 0 else " less")
 
 
-def best_capacity(capacities: pd.DataFrame) -> pd.Series | None:
-    """The row of :func:`capacity_by_budget` with the highest capacity (the smallest budget
-    among ties), or ``None`` when no budget meets the SLO at any load searched."""
-    found = capacities[capacities.status == "ok"]
-    if found.empty:
-        return None
-    best = found.capacity_per_s.max()
-    return found[found.capacity_per_s == best].sort_values("budget_tokens").iloc[0]
-
-
 def capacity_note(capacities: pd.DataFrame) -> str:
-    """Why a :func:`capacity_by_budget` table has no best budget (``""`` when it has one)."""
+    """Why a :func:`budgetlab.sweep.capacity_by_budget` table has no best budget (``""`` when
+    :func:`budgetlab.sweep.best_capacity` finds one)."""
     if best_capacity(capacities) is not None:
         return ""
     if (capacities.status == "holds at every load").any():

@@ -21,6 +21,16 @@ after another, so only one layer's tensors are live. The second is the FP32 logi
 position of each sequence. For Llama 3.1 8B with a 2,048-token budget and 256 sequences this is
 ≈ 0.31 GB; vLLM's profiler typically reports somewhat more (CUDA graphs, allocator slack), so
 treat the KV capacity here as an upper bound within a few percent.
+
+Tensor parallelism
+------------------
+With ``tp`` GPUs per replica vLLM shards every weight matrix, so each GPU holds
+``weight_bytes / tp`` (:func:`weight_bytes_per_gpu`), and splits the KV heads: each GPU stores
+``num_kv_heads / min(tp, num_kv_heads)`` heads of every token, because once ``tp`` exceeds the
+KV heads vLLM replicates them rather than splitting a head (:func:`kv_bytes_per_token`). Every
+GPU holds its share of every cached token, so the pool's tokens per GPU are the replica's. The
+activation estimate is not split (an upper bound per GPU). ``tp`` must divide the attention
+heads, as vLLM requires.
 """
 
 from __future__ import annotations
@@ -28,10 +38,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from budgetlab.errors import DoesNotFitError
+from budgetlab._checks import int_at_least
+from budgetlab.errors import DoesNotFitError, ParameterError
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
 
 __all__ = [
+    "check_tp",
+    "weight_bytes_per_gpu",
+    "weights_fit",
     "kv_bytes_per_token",
     "activation_bytes",
     "KVCapacity",
@@ -43,13 +57,68 @@ __all__ = [
 LOGITS_BYTES = 4  # the sampler works on FP32 logits
 
 
-def kv_bytes_per_token(model: ModelSpec) -> int:
-    """KV-cache bytes one token occupies [B].
+def check_tp(model: ModelSpec, tp: object) -> int:
+    """``tp`` as an int, if it is a tensor-parallel degree vLLM accepts for ``model`` [count].
+
+    Raises
+    ------
+    ParameterError
+        Not an int >= 1, or it does not divide the model's attention heads.
+    """
+    degree = int_at_least("tp", tp, 1, what="an int >= 1 (GPUs per replica)")
+    if model.num_attention_heads % degree:
+        raise ParameterError(
+            f"tp={degree} does not divide {model.name}'s {model.num_attention_heads} "
+            "attention heads; vLLM requires it to. Pick a divisor such as "
+            f"{_divisors_text(model.num_attention_heads)}."
+        )
+    return degree
+
+
+def _divisors_text(n: int) -> str:
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0 and d <= 16)
+
+
+def weight_bytes_per_gpu(model: ModelSpec, *, tp: int = 1) -> float:
+    """Weight bytes each GPU holds when tensor parallelism splits the model over ``tp`` [B].
+
+    ``weight_bytes / tp``: 141 GB of Llama 3.1 70B in BF16 are 70.6 GB per GPU at ``tp=2``.
+
+    Parameters
+    ----------
+    model : ModelSpec
+    tp : int
+        GPUs per replica [count]; must divide the attention heads (:func:`check_tp`).
+    """
+    return model.weight_bytes / check_tp(model, tp)
+
+
+def weights_fit(hardware: HardwareSpec, model: ModelSpec, *, tp: int = 1) -> bool:
+    """Whether each GPU's share of the weights fits in its memory [-].
+
+    ``weight_bytes / tp <= memory_bytes``: the first question before any KV cache (which
+    :func:`kv_capacity` answers, after ``gpu_memory_utilization`` and activations).
+    """
+    return bool(weight_bytes_per_gpu(model, tp=tp) <= hardware.memory_bytes)
+
+
+def kv_bytes_per_token(model: ModelSpec, *, tp: int = 1) -> int | float:
+    """KV-cache bytes one token occupies on each GPU [B].
 
     ``2 (K and V) × layers × KV heads × head_dim × dtype_bytes``: 131,072 B (128 KiB) for
-    Llama 3.1 8B in BF16 (2 × 32 × 8 × 128 × 2).
+    Llama 3.1 8B in BF16 (2 × 32 × 8 × 128 × 2). With tensor parallelism each GPU stores
+    ``1 / min(tp, num_kv_heads)`` of it (vLLM replicates KV heads beyond their number): 16 KiB
+    for Llama 3.1 8B at ``tp=8`` and at ``tp=16`` alike. An int whenever the split is even.
+
+    Parameters
+    ----------
+    model : ModelSpec
+    tp : int
+        GPUs per replica [count]; must divide the attention heads (:func:`check_tp`).
     """
-    return 2 * model.num_layers * model.num_kv_heads * model.head_dim * model.dtype_bytes
+    per_token = 2 * model.num_layers * model.num_kv_heads * model.head_dim * model.dtype_bytes
+    shards = min(check_tp(model, tp), model.num_kv_heads)
+    return per_token // shards if per_token % shards == 0 else per_token / shards
 
 
 def activation_bytes(model: ModelSpec, *, num_batched_tokens: int, max_num_seqs: int) -> float:
@@ -86,7 +155,7 @@ class KVCapacity:
         Estimated activation peak for the budget [B].
     kv_bytes : float
         Left for the KV cache [B].
-    kv_bytes_per_token : int
+    kv_bytes_per_token : int or float
         [B/token].
     num_tokens : int
         Tokens the pool holds, rounded down to whole blocks [tokens].
@@ -94,16 +163,19 @@ class KVCapacity:
         Usable KV blocks (vLLM's ``num_gpu_blocks`` − 1 null block) [count].
     block_size : int
         Tokens per block [tokens].
+    tp : int
+        GPUs per replica [count]; every byte above is per GPU.
     """
 
     usable_bytes: float
     weight_bytes: float
     activation_bytes: float
     kv_bytes: float
-    kv_bytes_per_token: int
+    kv_bytes_per_token: int | float
     num_tokens: int
     num_blocks: int
     block_size: int
+    tp: int = 1
 
     @property
     def kv_fraction(self) -> float:
@@ -111,8 +183,8 @@ class KVCapacity:
         return self.kv_bytes / self.usable_bytes
 
 
-def kv_capacity(hardware: HardwareSpec, model: ModelSpec, engine: EngineConfig) -> KVCapacity:
-    """KV pool left on one GPU after weights and activations.
+def kv_capacity(hardware: HardwareSpec, model: ModelSpec, engine: EngineConfig, *, tp: int = 1) -> KVCapacity:
+    """KV pool left on each GPU after weights and activations.
 
     Parameters
     ----------
@@ -121,32 +193,40 @@ def kv_capacity(hardware: HardwareSpec, model: ModelSpec, engine: EngineConfig) 
     engine : EngineConfig
         ``gpu_memory_utilization``, ``max_num_batched_tokens``, ``max_num_seqs`` and
         ``block_size`` are used.
+    tp : int
+        GPUs per replica [count]: each holds ``1 / tp`` of the weights and its share of every
+        token's KV (see the module docstring).
 
     Raises
     ------
     DoesNotFitError
         When weights plus activations leave no room for even one block; the message says by
         how much they overflow and suggests tensor parallelism or a bigger GPU.
+    ParameterError
+        A ``tp`` vLLM refuses (:func:`check_tp`).
     """
+    tp = check_tp(model, tp)
     usable = hardware.memory_bytes * engine.gpu_memory_utilization
-    weights = model.weight_bytes
+    weights = weight_bytes_per_gpu(model, tp=tp)
     activations = activation_bytes(
         model, num_batched_tokens=engine.max_num_batched_tokens, max_num_seqs=engine.max_num_seqs
     )
-    per_token = kv_bytes_per_token(model)
+    per_token = kv_bytes_per_token(model, tp=tp)
     kv = usable - weights - activations
     block_bytes = per_token * engine.block_size
     num_gpu_blocks = math.floor(kv / block_bytes) if kv > 0 else 0
     if num_gpu_blocks < 2:  # one block is vLLM's reserved null block
         short = weights + activations + 2 * block_bytes - usable
-        min_tp = math.ceil((weights + activations) / max(usable - 2 * block_bytes, 1.0))
+        min_tp = math.ceil((weights * tp + activations) / max(usable - 2 * block_bytes, 1.0))
+        where = f"one {hardware.name}" if tp == 1 else f"{tp} × {hardware.name} (tp={tp})"
+        weights_text = f"weights {weights / 1e9:.1f} GB" + ("" if tp == 1 else " per GPU")
         raise DoesNotFitError(
-            f"{model.name} does not fit on one {hardware.name}: weights {weights / 1e9:.1f} GB + "
+            f"{model.name} does not fit on {where}: {weights_text} + "
             f"activations {activations / 1e9:.2f} GB exceed the {usable / 1e9:.1f} GB usable "
             f"({hardware.memory_bytes / 1e9:.0f} GB × gpu_memory_utilization "
             f"{engine.gpu_memory_utilization}) by {short / 1e9:.1f} GB, leaving no KV cache. "
-            f"Shard it with tensor parallelism (at least {max(min_tp, 2)} GPUs), pick a GPU with "
-            "more memory, or a smaller model."
+            f"Shard it with tensor parallelism (at least {max(min_tp, tp + 1, 2)} GPUs), pick a GPU "
+            "with more memory, or a smaller model."
         )
     num_blocks = num_gpu_blocks - 1
     return KVCapacity(
@@ -158,6 +238,7 @@ def kv_capacity(hardware: HardwareSpec, model: ModelSpec, engine: EngineConfig) 
         num_tokens=num_blocks * engine.block_size,
         num_blocks=num_blocks,
         block_size=engine.block_size,
+        tp=tp,
     )
 
 

@@ -1,4 +1,5 @@
-"""Latency metrics of a simulated run: percentiles, inter-token gaps, the summary dict.
+"""Metrics of a simulated run: percentiles, inter-token gaps, the summary dict, and which gate
+held waiting requests back at each step.
 
 Definitions (the glossary every notebook uses)
 ----------------------------------------------
@@ -16,6 +17,14 @@ E2E ``e2e_s``
     Finish (last token) minus arrival [s].
 Throughput ``throughput_tokens_per_s``
     Output tokens of all requests divided by the makespan, ``last finish − first arrival`` [s].
+Gates ``step_gates``
+    After the scheduler filled a step, requests still waiting were held back by one of the three
+    gates: ``slot`` (the running list holds ``max_num_seqs`` requests), ``budget`` (the step's
+    tokens reached ``max_num_batched_tokens``) or ``kv`` (neither, so the head of the queue did
+    not fit the free KV blocks; a step that preempted someone skips admission altogether and
+    counts here too). ``none`` marks a step with nobody waiting. Every report that says which
+    gate binds (the sweeps' gate diagnostics, notebook 05's gate shares) uses this one
+    classification.
 
 Percentiles
 -----------
@@ -30,9 +39,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike
 
-__all__ = ["quantile", "summarize", "SUMMARY_QUANTILES"]
+__all__ = ["quantile", "summarize", "SUMMARY_QUANTILES", "GATES", "step_gates", "busy_stats"]
 
 SUMMARY_QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 
@@ -173,3 +183,80 @@ def summarize(
     summary["num_kv_blocks"] = int(num_kv_blocks)
     summary["kv_peak_fraction"] = kv_peak_blocks / num_kv_blocks
     return summary
+
+
+#: What held a step's waiting requests back (see "Gates" above), in the order reports list them.
+GATES = ("slot", "budget", "kv", "none")
+
+
+def step_gates(steps: pd.DataFrame, *, max_num_seqs: int, max_num_batched_tokens: int) -> pd.DataFrame:
+    """Which gate held the waiting requests back at each step (see "Gates" above).
+
+    Parameters
+    ----------
+    steps : pandas.DataFrame
+        A :class:`~budgetlab.simulator.SimResult`'s ``steps`` (``num_decode_tokens``,
+        ``num_prefill_tokens``, ``num_running``, ``num_waiting`` and ``num_preemptions`` are
+        used; the last three are counted after scheduling the step).
+    max_num_seqs : int
+        The sequence cap the run used [count].
+    max_num_batched_tokens : int
+        The token budget the run used [tokens].
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per step, on ``steps``' index: ``num_tokens`` (tokens the step processed
+        [tokens]), ``at_cap`` (the running count is pinned at ``max_num_seqs``, whether or not
+        anyone waits), ``budget_full`` (the step's tokens fill the whole budget, likewise) and
+        ``gate``, one of :data:`GATES`:
+
+        * ``slot``: requests wait, the step preempted nobody, and ``at_cap``;
+        * ``budget``: requests wait, the step preempted nobody, not ``slot``, and
+          ``budget_full``;
+        * ``kv``: requests wait and neither of the above (the head of the queue did not fit the
+          free KV blocks), or the step preempted someone (a preempted request waits again);
+        * ``none``: nobody waits.
+    """
+    tokens = steps["num_decode_tokens"].to_numpy() + steps["num_prefill_tokens"].to_numpy()
+    waiting = steps["num_waiting"].to_numpy() > 0
+    preempted = steps["num_preemptions"].to_numpy() > 0
+    at_cap = steps["num_running"].to_numpy() >= max_num_seqs
+    budget_full = tokens >= max_num_batched_tokens
+    slot = waiting & ~preempted & at_cap
+    budget = waiting & ~preempted & ~slot & budget_full
+    kv = waiting & ~slot & ~budget
+    gate = np.select([slot, budget, kv], ["slot", "budget", "kv"], default="none")
+    return pd.DataFrame(
+        {"num_tokens": tokens, "at_cap": at_cap, "budget_full": budget_full, "gate": gate.astype(object)},
+        index=steps.index,
+    )
+
+
+def busy_stats(steps: pd.DataFrame, *, makespan_s: float) -> dict[str, float | int]:
+    """How full a run's steps were, each step weighted by its duration.
+
+    Parameters
+    ----------
+    steps : pandas.DataFrame
+        A :class:`~budgetlab.simulator.SimResult`'s ``steps`` (at least one step).
+    makespan_s : float
+        The run's makespan, last finish − first arrival [s] (the summary's ``makespan_s``).
+
+    Returns
+    -------
+    dict
+        ``running_mean`` (duration-weighted mean of the running requests [count]),
+        ``running_max`` [count], ``tokens_per_step_mean`` (duration-weighted [tokens]) and
+        ``busy_fraction`` (the steps' total time over the makespan, at most 1 [-]; 1 when the
+        makespan is 0).
+    """
+    weight = steps["duration_s"].to_numpy()
+    tokens = steps["num_decode_tokens"].to_numpy() + steps["num_prefill_tokens"].to_numpy()
+    busy = float(weight.sum())
+    return {
+        "running_mean": float(np.sum(steps["num_running"].to_numpy() * weight) / busy),
+        "running_max": int(steps["num_running"].max()),
+        "tokens_per_step_mean": float(np.sum(tokens * weight) / busy),
+        "busy_fraction": min(busy / makespan_s, 1.0) if makespan_s > 0 else 1.0,
+    }

@@ -28,9 +28,9 @@ import difflib
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from numbers import Integral, Real
 from typing import Any
 
+from budgetlab._checks import is_flag, is_int, is_number
 from budgetlab.errors import ParameterError, UnknownNameError
 from budgetlab.specs import HardwareSpec, ModelSpec
 
@@ -154,13 +154,16 @@ def _kind(noun: str, unit: str, minimum: float | None, above: float | None) -> s
 # --------------------------------------------------------------------------------------------
 
 
+def _out_of_bounds(number: float, minimum: float | None, above: float | None) -> bool:
+    """Below the inclusive ``minimum`` or at or below the exclusive ``above``."""
+    return (minimum is not None and number < minimum) or (above is not None and number <= above)
+
+
 def _as_int(value: Any) -> int | None:
     """The value as an int when it is a whole number (2048, 2048.0, numpy ints), else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, Integral):
+    if is_int(value):
         return int(value)
-    if isinstance(value, Real) and math.isfinite(float(value)) and float(value).is_integer():
+    if is_number(value) and math.isfinite(float(value)) and float(value).is_integer():
         return int(value)
     return None
 
@@ -205,7 +208,7 @@ def require_int(
         else:
             fix = _example(name, example)
         raise _fail(name, value, expected, fix)
-    if (minimum is not None and number < minimum) or (above is not None and number <= above):
+    if _out_of_bounds(number, minimum, above):
         raise _fail(name, value, expected, _example(name, example))
     return number
 
@@ -224,10 +227,10 @@ def require_number(
     Parameters and errors as in :func:`require_int`; returns a float.
     """
     expected = _kind("a finite number", unit, minimum, above)
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(float(value)):
+    if not is_number(value) or not math.isfinite(float(value)):
         raise _fail(name, value, expected, _example(name, example))
     number = float(value)
-    if (minimum is not None and number < minimum) or (above is not None and number <= above):
+    if _out_of_bounds(number, minimum, above):
         raise _fail(name, value, expected, _example(name, example))
     return number
 
@@ -265,9 +268,7 @@ def require_int_list(
     numbers = []
     for item in value:
         number = _as_int(item)
-        if number is None or (minimum is not None and number < minimum) or (
-            above is not None and number <= above
-        ):
+        if number is None or _out_of_bounds(number, minimum, above):
             raise ParameterError(
                 f"parameter `{name}` must be {expected}, but its entry {_describe(item)} is "
                 f"not (got {_describe(value)}). Fix: {_example(name, example)}."
@@ -286,8 +287,7 @@ def require_str(name: str, value: Any, *, allow_empty: bool = True, example: Any
 
 def require_bool(name: str, value: Any, *, example: Any = None) -> bool:
     """``True`` or ``False`` (numpy bools too); strings such as ``"false"`` and numbers are refused."""
-    numpy_bool = type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_")
-    if isinstance(value, bool) or numpy_bool:
+    if is_flag(value):
         return bool(value)
     fix = _example(name, example)
     if isinstance(value, str):
@@ -724,17 +724,21 @@ def require_trace_path(name: str, value: Any) -> str:
 
 def _require_number_at_most(name: str, value: Any, *, maximum: float, **bounds: Any) -> float:
     number = require_number(name, value, **bounds)
-    if number > maximum:
-        expected = _kind("a finite number", bounds.get("unit", ""), bounds.get("minimum"), bounds.get("above"))
-        raise _fail(name, value, f"{expected} and <= {maximum:g}", _example(name))
-    return number
+    return _at_most(name, value, number, noun="a finite number", maximum=maximum, shown=f"{maximum:g}", bounds=bounds)
 
 
 def _require_int_at_most(name: str, value: Any, *, maximum: int, **bounds: Any) -> int:
     number = require_int(name, value, **bounds)
+    return _at_most(name, value, number, noun="a whole number", maximum=maximum, shown=f"{maximum:,}", bounds=bounds)
+
+
+def _at_most(
+    name: str, value: Any, number: Any, *, noun: str, maximum: float, shown: str, bounds: Mapping[str, Any]
+) -> Any:
+    """``number`` if it is at most ``maximum``; else the error naming the lower bounds too."""
     if number > maximum:
-        expected = _kind("a whole number", bounds.get("unit", ""), bounds.get("minimum"), bounds.get("above"))
-        raise _fail(name, value, f"{expected} and <= {maximum:,}", _example(name))
+        expected = _kind(noun, bounds.get("unit", ""), bounds.get("minimum"), bounds.get("above"))
+        raise _fail(name, value, f"{expected} and <= {shown}", _example(name))
     return number
 
 
@@ -745,7 +749,7 @@ def _require_factor_list(name: str, value: Any) -> list[float]:
         raise _fail(name, value, expected, _example(name))
     factors = []
     for item in value:
-        if isinstance(item, bool) or not isinstance(item, Real) or not (math.isfinite(float(item)) and 0 < item <= 4):
+        if not is_number(item) or not (math.isfinite(float(item)) and 0 < item <= 4):
             raise ParameterError(
                 f"parameter `{name}` must be {expected}, but its entry {_describe(item)} is not "
                 f"(got {_describe(value)}). Fix: {_example(name)}."
@@ -807,12 +811,11 @@ def _check_sweep_combinations(
         )
     itl_ms = values.get("itl_p99_ms")
     if itl_ms is not None and hardware is not None and model is not None:
-        from budgetlab.roofline import Batch
+        from budgetlab.roofline import shortest_step_s
         from budgetlab.sweep import make_cost
 
         cost_name = values.get("cost_model", SEED_DEFAULTS["cost_model"])
-        cost = make_cost(cost_name, hardware, model)
-        floor_ms = float(cost.batch_time_s(Batch(num_decodes=1, decode_context_tokens=1))) * 1e3
+        floor_ms = shortest_step_s(make_cost(cost_name, hardware, model)) * 1e3
         if itl_ms <= floor_ms:
             raise ParameterError(
                 f"parameter `itl_p99_ms` must exceed the shortest possible step of {model.name} on "
@@ -848,7 +851,7 @@ def slo_from_parameters(params: Parameters) -> Any:
     return SLO(**limits)
 
 
-def workload_from_parameters(params: Parameters, *, fixed_lengths: bool = False) -> Any:
+def workload_from_parameters(params: Parameters) -> Any:
     """The sweep workload a notebook's parameters describe (see :mod:`budgetlab.sweep`).
 
     * ``trace_path`` set: that trace (:meth:`~budgetlab.sweep.TraceWorkload.from_csv`), its first
@@ -859,18 +862,18 @@ def workload_from_parameters(params: Parameters, *, fixed_lengths: bool = False)
       clipped at :data:`CUSTOM_MAX_PROMPT_TOKENS` and :data:`CUSTOM_MAX_OUTPUT_TOKENS`; Poisson
       arrivals, ``num_requests_per_load`` requests per simulation.
 
+    Its fixed-length twin (the same arrivals, every length at the mean) is
+    ``workload.with_fixed_lengths(seed=params.seed)``; see
+    :meth:`~budgetlab.sweep.SyntheticWorkload.with_fixed_lengths`.
+
     Parameters
     ----------
     params : Parameters
-        Validated; reads ``trace_path``, ``workload``, the four shape parameters,
-        ``num_requests_per_load`` and ``seed`` where present.
-    fixed_lengths : bool
-        Instead, the same arrivals with every prompt and every output at the workload's mean
-        length (rounded to whole tokens): "uniform-length" traffic with the same mean load, to
-        show what heterogeneous lengths change.
+        Validated; reads ``trace_path``, ``workload``, the four shape parameters and
+        ``num_requests_per_load`` where present.
     """
     from budgetlab.sweep import SyntheticWorkload, TraceWorkload
-    from budgetlab.workload import Fixed, LogNormal, trace_stats
+    from budgetlab.workload import LogNormal
 
     values = params.values
     num = values.get("num_requests_per_load", SEED_DEFAULTS["num_requests_per_load"])
@@ -894,27 +897,4 @@ def workload_from_parameters(params: Parameters, *, fixed_lengths: bool = False)
         workload = SyntheticWorkload(prompt=prompt, output=output, num_requests=num, label=label)
     else:
         workload = SyntheticWorkload.conversation_like(num_requests=num)
-    if not fixed_lengths:
-        return workload
-    seed = values.get("seed", 0)
-    stats = trace_stats(workload.requests(rate_per_s=1.0, seed=seed))
-    prompt_tokens = max(1, round(stats["prompt_mean_tokens"]))
-    output_tokens = max(1, round(stats["output_mean_tokens"]))
-    label = f"fixed lengths ({prompt_tokens:,} + {output_tokens:,} tokens)"
-    if isinstance(workload, TraceWorkload):
-        import numpy as np
-
-        return TraceWorkload(
-            workload.arrival_at_s,
-            np.full(workload.num_requests, prompt_tokens),
-            np.full(workload.num_requests, output_tokens),
-            label=label,
-        )
-    return SyntheticWorkload(
-        prompt=Fixed(prompt_tokens),
-        output=Fixed(output_tokens),
-        num_requests=workload.num_requests,
-        arrivals=workload.arrivals,
-        cv=workload.cv,
-        label=label,
-    )
+    return workload

@@ -44,7 +44,9 @@ __all__ = [
     "IdealCost",
     "ConstantCost",
     "knee_tokens",
+    "shortest_step_s",
     "budget_for_step_time",
+    "bisect_largest",
 ]
 
 
@@ -198,6 +200,15 @@ def knee_tokens(cost: IdealCost) -> float:
     return cost.weight_read_s / cost.per_token_s
 
 
+def shortest_step_s(cost: CostModel) -> float:
+    """The shortest step a busy server runs: one decode token with one token of context [s].
+
+    Every token waits at least this long after the one before it, so no token budget meets an
+    inter-token limit below it (the weight read and more).
+    """
+    return float(cost.batch_time_s(Batch(num_decodes=1, decode_context_tokens=1)))
+
+
 def budget_for_step_time(cost: CostModel, target_s: ArrayLike) -> np.ndarray | int:
     """Largest token budget whose step stays within ``target_s`` (vectorized) [tokens].
 
@@ -237,12 +248,22 @@ def budget_for_step_time(cost: CostModel, target_s: ArrayLike) -> np.ndarray | i
 
 
 def _largest_within(time_s: Callable[[int], float], target_s: float, limit_tokens: int = 1 << 24) -> int:
-    """Largest ``n`` with ``time_s(n) <= target_s``, given ``time_s(1) <= target_s`` (bisection)."""
+    """Largest ``n`` with ``time_s(n) <= target_s``, given ``time_s(1) <= target_s`` (doubling,
+    then :func:`bisect_largest`)."""
     low, high = 1, 2
     while time_s(high) <= target_s:
         low, high = high, high * 2
         if high > limit_tokens:
             return low
+    return bisect_largest(time_s, target_s, low=low, high=high)
+
+
+def bisect_largest(time_s: Callable[[int], float], target_s: float, *, low: int, high: int) -> int:
+    """Largest whole ``n`` in ``[low, high)`` with ``time_s(n) <= target_s``, by bisection.
+
+    ``time_s`` must not shrink as ``n`` grows, meet the target at ``low`` and miss it at
+    ``high``: the inverse of a step-time curve [tokens].
+    """
     while high - low > 1:
         middle = (low + high) // 2
         if time_s(middle) <= target_s:

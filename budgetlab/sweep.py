@@ -18,6 +18,9 @@ Three layers, each usable on its own:
    :class:`concurrent.futures.Executor` and returns one tidy table, in grid order.
 3. **Capacity** -- :class:`SLO` states latency limits; :func:`capacity` finds the highest
    offered load at which they hold, by bisection on load with a stated relative tolerance.
+   :func:`run_capacity_task` runs one such search and reports an SLO that no load (or every
+   load) meets as an outcome; :func:`capacity_by_budget` runs one per budget, starting from a
+   sweep's bracket when there is one, and the tuner (:mod:`budgetlab.tune`) one per candidate.
 
 Running a sweep on a Dask cluster
 ---------------------------------
@@ -69,14 +72,17 @@ from budgetlab.errors import (  # the two capacity errors are importable from he
     SLOUnattainableError,
 )
 from budgetlab.memory import num_kv_blocks
-from budgetlab.roofline import Batch, CostModel, IdealCost
+from budgetlab.metrics import step_gates
+from budgetlab.roofline import Batch, CostModel, IdealCost, shortest_step_s
 from budgetlab.simulator import simulate
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
 from budgetlab.workload import (
     PRESETS,
+    Fixed,
     LengthDistribution,
     load_trace,
     synthetic_workload,
+    trace_stats,
 )
 
 __all__ = [
@@ -98,6 +104,15 @@ __all__ = [
     "CapacityResult",
     "capacity",
     "max_service_rate_per_s",
+    "service_rate_per_s",
+    "mean_sequence_tokens",
+    "CAPACITY_STATUSES",
+    "CapacityTask",
+    "CapacityOutcome",
+    "run_capacity_task",
+    "slo_bracket_per_s",
+    "capacity_by_budget",
+    "best_capacity",
     "SLOUnattainableError",
     "CapacityAboveBoundsError",
     "PROGRESS_MIN_POINTS",
@@ -302,6 +317,26 @@ class SyntheticWorkload:
         """Mean prompt + output length of the requests the seed draws [tokens]."""
         return _mean_total_tokens(self.requests(rate_per_s=1.0, seed=seed))
 
+    def with_fixed_lengths(self, *, seed: int = 0) -> SyntheticWorkload:
+        """This workload's fixed-length twin: the same arrivals, every prompt and every output at
+        the mean length the seed draws (rounded to whole tokens, at least 1).
+
+        "Uniform-length" traffic with the same mean load, to show what heterogeneous lengths
+        change; labelled ``"fixed lengths (1,234 + 345 tokens)"``.
+
+        Parameters
+        ----------
+        seed : int
+            Seed of the draw whose mean lengths are used [-].
+        """
+        prompt_tokens, output_tokens = _mean_lengths(self.requests(rate_per_s=1.0, seed=seed))
+        return replace(
+            self,
+            prompt=Fixed(prompt_tokens),
+            output=Fixed(output_tokens),
+            label=_fixed_lengths_label(prompt_tokens, output_tokens),
+        )
+
 
 @dataclass(frozen=True, eq=False)
 class TraceWorkload:
@@ -434,6 +469,20 @@ class TraceWorkload:
         """Mean prompt + output length [tokens]."""
         return float(np.mean(self.prompt_tokens + self.output_tokens))
 
+    def with_fixed_lengths(self, *, seed: int = 0) -> TraceWorkload:
+        """This trace's fixed-length twin: the same arrivals, every prompt and every output at
+        the trace's mean length (rounded to whole tokens, at least 1); ``seed`` is ignored.
+
+        See :meth:`SyntheticWorkload.with_fixed_lengths`.
+        """
+        prompt_tokens, output_tokens = _mean_lengths(self.requests(rate_per_s=1.0, seed=seed))
+        return TraceWorkload(
+            self.arrival_at_s,
+            np.full(self.num_requests, prompt_tokens),
+            np.full(self.num_requests, output_tokens),
+            label=_fixed_lengths_label(prompt_tokens, output_tokens),
+        )
+
 
 def _check_workload(workload: object) -> SweepWorkload:
     if not isinstance(workload, SweepWorkload):
@@ -446,7 +495,13 @@ def _check_workload(workload: object) -> SweepWorkload:
     return workload
 
 
-def _mean_sequence_tokens(workload: SweepWorkload, seed: int) -> float:
+def mean_sequence_tokens(workload: SweepWorkload, *, seed: int = 0) -> float:
+    """Mean prompt + output length of a workload's requests [tokens].
+
+    Its own ``mean_sequence_tokens(seed=)`` where it has one (both workload classes here do),
+    else the mean over ``requests(rate_per_s=1.0, seed=seed)`` (lengths do not depend on the
+    load).
+    """
     method = getattr(workload, "mean_sequence_tokens", None)
     if callable(method):
         return float(method(seed=seed))
@@ -456,6 +511,16 @@ def _mean_sequence_tokens(workload: SweepWorkload, seed: int) -> float:
 def _mean_total_tokens(requests: Sequence[Request]) -> float:
     """Mean prompt + output length [tokens]."""
     return float(np.mean([r.prompt_tokens + r.output_tokens for r in requests]))
+
+
+def _mean_lengths(requests: Sequence[Request]) -> tuple[int, int]:
+    """Mean prompt and mean output length, rounded to whole tokens, at least 1 [tokens]."""
+    stats = trace_stats(requests)
+    return max(1, round(stats["prompt_mean_tokens"])), max(1, round(stats["output_mean_tokens"]))
+
+
+def _fixed_lengths_label(prompt_tokens: int, output_tokens: int) -> str:
+    return f"fixed lengths ({prompt_tokens:,} + {output_tokens:,} tokens)"
 
 
 # --------------------------------------------------------------------------------------------
@@ -577,6 +642,42 @@ def max_service_rate_per_s(
     return budget / step_s / float(mean_sequence_tokens)
 
 
+def service_rate_per_s(
+    workload: SweepWorkload,
+    *,
+    budgets: Sequence[int],
+    hardware: str | HardwareSpec,
+    model: str | ModelSpec,
+    cost: CostSpec = "ideal",
+    seed: int = 0,
+) -> float:
+    """The highest offered load a replica sustains with any of ``budgets`` [1/s].
+
+    :func:`max_service_rate_per_s` for each budget (full-budget steps back to back, divided by
+    the workload's mean prompt + output length), the largest of them. Above it queues grow
+    without bound, so a load sweep needs to reach just past it.
+
+    Parameters
+    ----------
+    workload : SweepWorkload
+        Its mean sequence length (:func:`mean_sequence_tokens`) sets the rate.
+    budgets : sequence of int
+        Token budgets [tokens].
+    hardware : str or HardwareSpec
+    model : str or ModelSpec
+    cost : str, callable or cost model
+        See :func:`make_cost`.
+    seed : int
+        Workload seed for the mean length [-].
+    """
+    step_cost = make_cost(_check_cost(cost), _as_hardware("hardware", hardware), _as_model("model", model))
+    mean_tokens = mean_sequence_tokens(workload, seed=seed)
+    return max(
+        max_service_rate_per_s(step_cost, max_num_batched_tokens=int(b), mean_sequence_tokens=mean_tokens)
+        for b in budgets
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # One grid point
 # --------------------------------------------------------------------------------------------
@@ -644,6 +745,9 @@ GATE_STATS = (
 def gate_stats(result: Any, *, engine: EngineConfig) -> dict[str, float]:
     """Which of the three gates held requests back, from a simulation's step table.
 
+    Built on :func:`budgetlab.metrics.step_gates`, the one per-step classification every
+    report uses.
+
     Parameters
     ----------
     result : SimResult
@@ -662,7 +766,8 @@ def gate_stats(result: Any, *, engine: EngineConfig) -> dict[str, float]:
             Tokens filling the whole ``max_num_batched_tokens``: the token gate.
         ``kv_blocked_fraction``
             A request waited although a slot and budget were left: the head of the queue did
-            not fit the free KV blocks, or the step preempted (the KV gate).
+            not fit the free KV blocks, or the step preempted (the KV gate; steps whose
+            ``step_gates`` gate is ``"kv"``).
         ``budget_utilization_fraction``
             Mean tokens per step over the budget.
 
@@ -672,17 +777,13 @@ def gate_stats(result: Any, *, engine: EngineConfig) -> dict[str, float]:
     steps = result.steps
     if len(steps) == 0:
         return {name: math.nan for name in GATE_STATS}
-    tokens = steps["num_decode_tokens"].to_numpy() + steps["num_prefill_tokens"].to_numpy()
-    running = steps["num_running"].to_numpy()
-    waiting = steps["num_waiting"].to_numpy()
-    preempted = steps["num_preemptions"].to_numpy()
-    budget, cap = engine.max_num_batched_tokens, engine.max_num_seqs
-    kv_blocked = ((waiting > 0) & (running < cap) & (tokens < budget)) | (preempted > 0)
+    budget = engine.max_num_batched_tokens
+    gates = step_gates(steps, max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=budget)
     return {
-        "cap_bound_fraction": float(np.mean(running >= cap)),
-        "budget_full_fraction": float(np.mean(tokens >= budget)),
-        "kv_blocked_fraction": float(np.mean(kv_blocked)),
-        "budget_utilization_fraction": float(np.mean(tokens) / budget),
+        "cap_bound_fraction": float(np.mean(gates["at_cap"].to_numpy())),
+        "budget_full_fraction": float(np.mean(gates["budget_full"].to_numpy())),
+        "kv_blocked_fraction": float(np.mean(gates["gate"].to_numpy() == "kv")),
+        "budget_utilization_fraction": float(np.mean(gates["num_tokens"].to_numpy()) / budget),
     }
 
 
@@ -1357,7 +1458,7 @@ def capacity(
     num_kv_blocks(engine, hw, mdl)  # DoesNotFitError up front
 
     cost_model = make_cost(cost, hw, mdl)
-    one_token_step_s = float(cost_model.batch_time_s(Batch(num_decodes=1, decode_context_tokens=1)))
+    one_token_step_s = shortest_step_s(cost_model)
     evaluations: list[dict[str, Any]] = []
     cache: dict[float, dict[str, Any]] = {}
 
@@ -1405,7 +1506,7 @@ def capacity(
                 "automatically)",
             )
     else:
-        mean_tokens = _mean_sequence_tokens(workload, seed)
+        mean_tokens = mean_sequence_tokens(workload, seed=seed)
         hi = 1.25 * max_service_rate_per_s(
             cost_model, max_num_batched_tokens=engine.max_num_batched_tokens, mean_sequence_tokens=mean_tokens
         )
@@ -1493,3 +1594,289 @@ def _advice(violations: Sequence[Violation], *, one_token_step_s: float) -> str:
             "use faster hardware"
         )
     return "Loosen the SLO or change the knobs: " + "; ".join(tips) + "."
+
+
+# --------------------------------------------------------------------------------------------
+# Capacity of several configurations: one search per configuration, failures as outcomes
+# --------------------------------------------------------------------------------------------
+
+CAPACITY_STATUSES = ("ok", "fails at every load", "holds at every load")
+"""What a capacity search can end in: found, the SLO fails even at the lowest load, or it still
+holds at the highest load searched."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapacityTask:
+    """One capacity search: everything a worker needs, small and picklable.
+
+    The arguments of :func:`capacity`, ``workload`` included (see there).
+    """
+
+    workload: Any
+    slo: SLO
+    engine: EngineConfig
+    hardware: str | HardwareSpec
+    model: str | ModelSpec
+    cost: Any = "ideal"
+    seed: int = 0
+    tolerance_fraction: float = 0.02
+    rate_bounds_per_s: tuple[float, float] | None = None
+    mode: str = "fast"
+
+
+@dataclass(frozen=True)
+class CapacityOutcome:
+    """How one capacity search ended, an SLO that no load (or every load) meets included.
+
+    Attributes
+    ----------
+    status : str
+        One of :data:`CAPACITY_STATUSES`.
+    result : CapacityResult or None
+        The search's result when ``status`` is ``"ok"``.
+    violations : tuple of Violation
+        The limits broken just above capacity (``"ok"``) or at the lowest load searched
+        (``"fails at every load"``); empty otherwise.
+    rate_per_s : float
+        The capacity (``"ok"``), else the load at which the search stopped [1/s]; NaN when
+        unknown.
+    message : str
+        The error's message when the search did not find a capacity.
+    """
+
+    status: str
+    result: CapacityResult | None
+    violations: tuple[Violation, ...]
+    rate_per_s: float
+    message: str = ""
+
+    def row(self, *summary_keys: str) -> dict[str, Any]:
+        """The outcome as a table row.
+
+        Parameters
+        ----------
+        *summary_keys : str
+            Sweep columns to add from the simulation at capacity (NaN without a capacity).
+
+        Returns
+        -------
+        dict
+            ``capacity_per_s`` (NaN unless ``status`` is ``"ok"``), ``upper_per_s`` (the
+            lowest load found to break the SLO, else where the search stopped), ``status``,
+            ``breaks_on`` (the limit broken worst, ``""`` when none), ``breaks_detail``,
+            ``num_simulations`` (NaN without a capacity), then ``summary_keys``.
+        """
+        result = self.result
+        row: dict[str, Any] = {
+            "capacity_per_s": result.capacity_per_s if result is not None else math.nan,
+            "upper_per_s": result.upper_per_s if result is not None else self.rate_per_s,
+            "status": self.status,
+            "breaks_on": self.violations[0].metric if self.violations else "",
+            "breaks_detail": "; ".join(map(str, self.violations)),
+            "num_simulations": result.num_simulations if result is not None else math.nan,
+        }
+        for key in summary_keys:
+            row[key] = result.summary.get(key, math.nan) if result is not None else math.nan
+        return row
+
+
+def run_capacity_task(task: CapacityTask) -> CapacityOutcome:
+    """:func:`capacity` of one configuration, with an SLO that no load (or every load) meets
+    as an outcome instead of an error.
+
+    A module-level function so process pools and Dask can ship it to workers; :func:`tune` and
+    :func:`capacity_by_budget` run one per candidate.
+    """
+    try:
+        result = capacity(
+            task.workload,
+            slo=task.slo,
+            engine=task.engine,
+            hardware=task.hardware,
+            model=task.model,
+            cost=task.cost,
+            seed=task.seed,
+            tolerance_fraction=task.tolerance_fraction,
+            rate_bounds_per_s=task.rate_bounds_per_s,
+            mode=task.mode,
+        )
+    except SLOUnattainableError as exc:
+        return CapacityOutcome(
+            status="fails at every load",
+            result=None,
+            violations=tuple(getattr(exc, "violations", ())),
+            rate_per_s=getattr(exc, "rate_per_s", math.nan),
+            message=str(exc),
+        )
+    except CapacityAboveBoundsError as exc:
+        return CapacityOutcome(
+            status="holds at every load",
+            result=None,
+            violations=(),
+            rate_per_s=getattr(exc, "rate_per_s", math.nan),
+            message=str(exc),
+        )
+    return CapacityOutcome(
+        status="ok", result=result, violations=result.breaking, rate_per_s=result.capacity_per_s
+    )
+
+
+def slo_bracket_per_s(table: pd.DataFrame, slo: SLO) -> tuple[float, float] | None:
+    """Loads of a sweep between which ``slo`` breaks [1/s].
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        :func:`sweep` rows of one configuration (``rate_per_s`` and the limited metrics).
+    slo : SLO
+
+    Returns
+    -------
+    (float, float) or None
+        The load just below the first load where the SLO fails (where it holds) and that first
+        failing load: a ``rate_bounds_per_s`` for :func:`capacity`. ``None`` when it holds at
+        every load or fails already at the lowest.
+    """
+    ordered = table.sort_values("rate_per_s")
+    holds = [slo.holds(row) for row in ordered.to_dict("records")]
+    if all(holds) or not holds[0]:
+        return None
+    first_fail = holds.index(False)
+    rates = ordered.rate_per_s.to_numpy(dtype=float)
+    return float(rates[first_fail - 1]), float(rates[first_fail])
+
+
+_CAPACITY_PERCENTILES = tuple(f"{metric}_{pct}_s" for metric in ("ttft", "itl") for pct in ("p50", "p90", "p99"))
+
+
+def capacity_by_budget(
+    workload: SweepWorkload,
+    *,
+    slo: SLO,
+    budgets: Sequence[int],
+    max_num_seqs: int,
+    hardware: str | HardwareSpec,
+    model: str | ModelSpec,
+    cost: CostSpec = "ideal",
+    seed: int = 0,
+    tolerance_fraction: float = 0.05,
+    sweep_table: pd.DataFrame | None = None,
+    engine: EngineConfig | None = None,
+    executor: cf.Executor | None = None,
+    progress: bool | None = None,
+    mode: str = "fast",
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Capacity per replica under ``slo`` for each budget (:func:`capacity`, one search each).
+
+    When ``sweep_table`` (a :func:`sweep` of the same workload, cap, hardware, model, cost and
+    seed) shows where the SLO breaks for a budget (:func:`slo_bracket_per_s`), the bisection
+    starts from that bracket of loads instead of searching from scratch: fewer simulations,
+    same answer within the tolerance. A budget whose SLO fails at every load (or holds at
+    every load searched) gets a row saying so instead of an error
+    (:func:`run_capacity_task`).
+
+    Parameters
+    ----------
+    workload : SweepWorkload
+    slo : SLO
+    budgets : sequence of int
+        ``max_num_batched_tokens`` values [tokens], each >= ``max_num_seqs``.
+    max_num_seqs : int
+        The cap, the same for every budget [count].
+    hardware : str or HardwareSpec
+    model : str or ModelSpec
+    cost : str, callable or cost model
+        See :func:`make_cost`.
+    seed : int
+        Workload seed [-].
+    tolerance_fraction : float
+        Relative precision of each search [-].
+    sweep_table : pandas.DataFrame, optional
+        A load sweep to take brackets from.
+    engine : EngineConfig, optional
+        Template for the other knobs (as in :func:`sweep`).
+    executor : concurrent.futures.Executor, optional
+        Runs the searches, one task per budget. ``None``: a local process pool for the call
+        (:func:`default_executor`) when there are several budgets, else this process.
+        Everything passed must be picklable for a pool (package workloads and cost names are;
+        objects defined in a notebook cell are not: pass a :class:`SerialExecutor` for those).
+    progress : bool or None
+        Progress bar over the searches (see :func:`sweep`).
+    mode : str
+        Simulator mode.
+
+    Returns
+    -------
+    (pandas.DataFrame, pandas.DataFrame)
+        *Capacities*, one row per budget: ``budget_tokens``, ``max_num_seqs``, ``workload``,
+        ``capacity_per_s`` (NaN unless ``status`` is ``"ok"``), ``upper_per_s`` (lowest load
+        found to break the SLO), ``status`` (:data:`CAPACITY_STATUSES`), ``breaks_on`` (the
+        limit broken worst just above capacity), ``breaks_detail``, ``num_simulations``, and
+        the TTFT/ITL p50/p90/p99 at capacity (``ttft_p90_s``, …).
+        *Evaluations*, every simulation the searches ran: ``budget_tokens``, ``max_num_seqs``,
+        ``workload``, ``rate_per_s``, ``holds`` and the summary columns.
+    """
+    workload = _check_workload(workload)
+    _check_slo(slo)
+    template = _engine_template(engine)
+    label = str(getattr(workload, "label", "workload"))
+    tasks = []
+    for budget in budgets:
+        bounds = None
+        if sweep_table is not None:
+            rows = sweep_table[
+                (sweep_table.max_num_batched_tokens == budget) & (sweep_table.max_num_seqs == max_num_seqs)
+            ]
+            bounds = slo_bracket_per_s(rows, slo) if len(rows) else None
+        tasks.append(
+            CapacityTask(
+                workload=workload,
+                slo=slo,
+                engine=replace(template, max_num_batched_tokens=int(budget), max_num_seqs=int(max_num_seqs)),
+                hardware=hardware,
+                model=model,
+                cost=cost,
+                seed=seed,
+                tolerance_fraction=tolerance_fraction,
+                rate_bounds_per_s=bounds,
+                mode=mode,
+            )
+        )
+    outcomes = _run_all(
+        run_capacity_task,
+        tasks,
+        executor=executor,
+        progress=progress,
+        describe=lambda i: f"the capacity search for budget {tasks[i].engine.max_num_batched_tokens}",
+        unit="budget",
+        desc="budgetlab capacity",
+    )
+    rows, evaluations = [], []
+    for budget, outcome in zip(budgets, outcomes):
+        result = outcome.result
+        rows.append(
+            {
+                "budget_tokens": int(budget),
+                "max_num_seqs": int(max_num_seqs),
+                "workload": label,
+                **outcome.row(*_CAPACITY_PERCENTILES),
+            }
+        )
+        if result is not None:
+            evaluations.append(
+                result.evaluations.assign(budget_tokens=int(budget), max_num_seqs=int(max_num_seqs), workload=label)
+            )
+    searched = pd.concat(evaluations, ignore_index=True) if evaluations else pd.DataFrame(
+        columns=["budget_tokens", "max_num_seqs", "workload", "rate_per_s", "holds"]
+    )
+    return pd.DataFrame(rows), searched
+
+
+def best_capacity(capacities: pd.DataFrame) -> pd.Series | None:
+    """The row of :func:`capacity_by_budget` with the highest capacity (the smallest budget
+    among ties), or ``None`` when no budget meets the SLO at any load searched."""
+    found = capacities[capacities.status == "ok"]
+    if found.empty:
+        return None
+    best = found.capacity_per_s.max()
+    return found[found.capacity_per_s == best].sort_values("budget_tokens").iloc[0]

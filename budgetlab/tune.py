@@ -11,9 +11,9 @@ its answer:
    mean sequence (prompt + output) length: as many sequences as memory holds on average,
    rounded down to a multiple of 16 and never above the budget.
 2. **Simulated search, one knob at a time.** Capacity under the SLO (:func:`~budgetlab.sweep.
-   capacity`) for a few budgets around the guess with the cap fixed, then for a few caps
-   around the guess with the best budget. Every candidate's capacity is in
-   :attr:`TuneResult.candidates`.
+   capacity`, one :func:`~budgetlab.sweep.run_capacity_task` per candidate) for a few budgets
+   around the guess with the cap fixed, then for a few caps around the guess with the best
+   budget. Every candidate's capacity is in :attr:`TuneResult.candidates`.
 3. **Why the winner wins.** Which gate binds at capacity (steps pinned at the cap, steps that
    fill the budget, requests held back by KV memory, preemptions) and which SLO limit breaks
    just above it, in :attr:`TuneResult.explanation`.
@@ -41,7 +41,9 @@ from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
 from budgetlab.sweep import (
     SLO,
     CapacityAboveBoundsError,
+    CapacityOutcome,
     CapacityResult,
+    CapacityTask,
     SLOUnattainableError,
     SweepWorkload,
     _as_hardware,
@@ -54,13 +56,13 @@ from budgetlab.sweep import (
     _engine_template,
     _fmt_s,
     _fraction,
-    _mean_sequence_tokens,
     _run_all,
     _seed,
     _show_progress,
-    capacity,
     default_executor,
     make_cost,
+    mean_sequence_tokens,
+    run_capacity_task,
 )
 
 __all__ = [
@@ -234,7 +236,7 @@ def first_guess(
             f"{mdl.name} ({_cost_label(cost)} cost); rounded down to a tile-friendly "
             f"{budget:,} tokens."
         )
-    mean_tokens = _mean_sequence_tokens(workload, _seed("seed", seed))
+    mean_tokens = mean_sequence_tokens(workload, seed=_seed("seed", seed))
     kv_tokens = _kv_tokens(template, hw, mdl, budget, min(budget, 256))
     cap_raw = int(kv_tokens // mean_tokens)
     cap = min(_round_cap(cap_raw), budget)
@@ -271,59 +273,6 @@ def _kv_tokens(template: EngineConfig, hw: HardwareSpec, mdl: ModelSpec, budget:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _CapacityTask:
-    workload: Any
-    slo: SLO
-    engine: EngineConfig
-    hardware: HardwareSpec
-    model: ModelSpec
-    cost: Any
-    seed: int
-    tolerance_fraction: float
-    mode: str
-
-
-def _capacity_task(task: _CapacityTask) -> dict[str, Any]:
-    """Capacity of one candidate; an SLO that no load (or every load) meets is a result here,
-    not an error. Module level so process pools and Dask can run it."""
-    try:
-        result = capacity(
-            task.workload,
-            slo=task.slo,
-            engine=task.engine,
-            hardware=task.hardware,
-            model=task.model,
-            cost=task.cost,
-            seed=task.seed,
-            tolerance_fraction=task.tolerance_fraction,
-            mode=task.mode,
-        )
-    except SLOUnattainableError as exc:
-        return {
-            "status": "fails at every load",
-            "result": None,
-            "message": str(exc),
-            "violations": tuple(getattr(exc, "violations", ())),
-            "rate_per_s": getattr(exc, "rate_per_s", math.nan),
-        }
-    except CapacityAboveBoundsError as exc:
-        return {
-            "status": "holds at every load",
-            "result": None,
-            "message": str(exc),
-            "violations": (),
-            "rate_per_s": getattr(exc, "rate_per_s", math.nan),
-        }
-    return {
-        "status": "ok",
-        "result": result,
-        "message": "",
-        "violations": result.breaking,
-        "rate_per_s": result.capacity_per_s,
-    }
-
-
 _ROW_STATS = (
     "ttft_p90_s",
     "itl_p99_s",
@@ -337,23 +286,16 @@ _ROW_STATS = (
 
 
 def _candidate_row(
-    phase: str, engine: EngineConfig, outcome: dict[str, Any], guess: FirstGuess
+    phase: str, engine: EngineConfig, outcome: CapacityOutcome, guess: FirstGuess
 ) -> dict[str, Any]:
-    result: CapacityResult | None = outcome["result"]
-    violations = outcome["violations"]
     row: dict[str, Any] = {
         "phase": phase,
         "max_num_batched_tokens": engine.max_num_batched_tokens,
         "max_num_seqs": engine.max_num_seqs,
-        "capacity_per_s": result.capacity_per_s if result is not None else 0.0,
-        "upper_per_s": result.upper_per_s if result is not None else outcome["rate_per_s"],
-        "status": outcome["status"],
-        "breaks_on": violations[0].metric if violations else "",
-        "breaks_detail": "; ".join(map(str, violations)),
-        "num_simulations": result.num_simulations if result is not None else math.nan,
+        **outcome.row(*_ROW_STATS),
     }
-    for key in _ROW_STATS:
-        row[key] = result.summary.get(key, math.nan) if result is not None else math.nan
+    if outcome.result is None:
+        row["capacity_per_s"] = 0.0  # ranks below every capacity found
     row["is_first_guess"] = _key(engine) == (guess.max_num_batched_tokens, guess.max_num_seqs)
     return row
 
@@ -482,15 +424,25 @@ def tune(
     c_factors = _factors("cap_factors", cap_factors)
     guess = first_guess(workload, slo=slo, hardware=hw, model=mdl, cost=cost, engine=template, seed=seed)
 
-    def task(budget: int, cap: int) -> _CapacityTask:
+    def task(budget: int, cap: int) -> CapacityTask:
         eng = replace(template, max_num_batched_tokens=budget, max_num_seqs=cap)
-        return _CapacityTask(workload, slo, eng, hw, mdl, cost, seed, tolerance_fraction, mode)
+        return CapacityTask(
+            workload=workload,
+            slo=slo,
+            engine=eng,
+            hardware=hw,
+            model=mdl,
+            cost=cost,
+            seed=seed,
+            tolerance_fraction=tolerance_fraction,
+            mode=mode,
+        )
 
     budget_guess = guess.max_num_batched_tokens
     budgets = sorted({_budget_candidate(budget_guess, f) for f in b_factors} | {budget_guess})
     own = executor is None
     pool = default_executor(max(len(budgets), len(c_factors) + 1)) if own else executor
-    outcomes: dict[tuple[int, int], dict[str, Any]] = {}
+    outcomes: dict[tuple[int, int], CapacityOutcome] = {}
     rows: list[dict[str, Any]] = []
     try:
         # Phase 1: the budget, with the cap fixed at its first guess (never above the budget).
@@ -524,7 +476,7 @@ def tune(
     candidates["chosen"] = (
         (candidates["max_num_batched_tokens"] == best_budget) & (candidates["max_num_seqs"] == best_cap)
     )
-    winner: CapacityResult = outcomes[(best_budget, best_cap)]["result"]
+    winner: CapacityResult = outcomes[(best_budget, best_cap)].result
     gate = _binding_gate(winner.summary)
     explanation = _explain(guess, candidates, winner, gate, best_budget, best_cap, tolerance_fraction)
     return TuneResult(
@@ -557,13 +509,13 @@ def _key(engine: EngineConfig) -> tuple[int, int]:
 
 
 def _search(
-    tasks: list[_CapacityTask], outcomes: dict, executor: cf.Executor, progress: bool | None
+    tasks: list[CapacityTask], outcomes: dict, executor: cf.Executor, progress: bool | None
 ) -> None:
     """Run the capacity searches not done yet (a candidate shared by both phases runs once)."""
     todo = [t for t in tasks if _key(t.engine) not in outcomes]
     todo = list({_key(t.engine): t for t in todo}.values())
     results = _run_all(
-        _capacity_task,
+        run_capacity_task,
         todo,
         executor=executor,
         progress=progress,

@@ -212,3 +212,23 @@ def test_prompt_steps_carry_contexts():
         Batch(num_decodes=100, decode_context_tokens=100_100, prefill_tokens=(1948,), prefill_context_tokens=(1948,)),
         Batch(num_decodes=100, decode_context_tokens=100_200, prefill_tokens=(1104,), prefill_context_tokens=(3896,)),
     ]
+
+
+def test_budget_for_longest_gap_inverts_the_longest_gap(ideal):
+    from budgetlab import CalibratedCost, NoBudgetMeetsTargetError, budget_for_longest_gap, budget_for_step_time
+
+    # idealized: the longest step is the first, full one, so the step-time rule applies (2,464)
+    assert budget_for_longest_gap(ideal, target_s=0.040, **SEED) == budget_for_step_time(ideal, 0.040) == 2464
+    calibrated = CalibratedCost.typical(ideal.hardware, ideal.model)
+    busy = dict(SEED, decode_context_tokens=1000)
+    budget = budget_for_longest_gap(calibrated, target_s=0.040, **busy)
+    assert longest_gap_s(calibrated, budget_tokens=budget, **busy) <= 0.040
+    assert longest_gap_s(calibrated, budget_tokens=budget + 1, **busy) > 0.040
+    # the decoders' KV reads make every gap step longer than a pure prefill of the same size
+    assert budget < budget_for_step_time(calibrated, 0.040)
+    # a target the whole prompt in one step meets: every budget does
+    assert budget_for_longest_gap(ideal, target_s=1.0, **SEED) == 100 + 5000
+    with pytest.raises(NoBudgetMeetsTargetError, match="no budget keeps"):
+        budget_for_longest_gap(ideal, target_s=0.001, **SEED)
+    with pytest.raises(ValueError, match="target_s"):
+        budget_for_longest_gap(ideal, target_s=0.0, **SEED)

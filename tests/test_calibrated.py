@@ -428,3 +428,14 @@ def test_batch_with_mismatched_chunk_contexts_is_refused(h100, llama8b):
 def test_bad_parameters_name_the_fix(h100, llama8b, change, message):
     with pytest.raises(ParameterError, match=message):
         CalibratedCost.typical(h100, llama8b).with_(**change)
+
+
+def test_weight_bytes_per_gpu_splits_what_a_step_reads(h100):
+    from budgetlab import weight_bytes_per_gpu
+
+    mixtral = model("mixtral-8x7b")
+    cost = CalibratedCost.typical(h100, mixtral, tp=2)
+    tokens = np.array([1, 64, 4096])
+    np.testing.assert_array_equal(cost.weight_bytes_per_gpu(tokens), cost.weight_bytes(tokens) / 2)
+    assert cost.with_(moe=False).weight_bytes_per_gpu(5) == weight_bytes_per_gpu(mixtral, tp=2)
+    assert cost.weight_read_s == weight_bytes_per_gpu(mixtral, tp=2) / (h100.mem_bandwidth_bytes_per_s * 0.8)

@@ -401,13 +401,6 @@ def test_budget_payoff_shows_that_bigger_budgets_keep_helping(ideal, calibrated)
     assert "TTFT at 4,096 tokens [ms]" in table and table.index.name == "Cost model"
 
 
-def test_budget_meeting_target(sweep):
-    assert 2400 <= charts.budget_meeting_target(sweep, target_s=0.04) <= 2464
-    assert charts.budget_meeting_target(sweep, target_s=0.001) is None
-    with pytest.raises(ValueError, match="one curve"):
-        charts.budget_meeting_target(pd.concat([sweep, sweep.assign(cost_model="other")]), target_s=0.04)
-
-
 def test_longest_gap_models_chart(ideal, calibrated):
     frame = pd.concat(
         [
@@ -562,7 +555,16 @@ def test_policy_comparison(runs):
 
 # --- load sweeps, capacity and the tuner (notebooks 07 and 08) ----------------------------------
 
-from budgetlab.sweep import SLO, SerialExecutor, SyntheticWorkload, make_cost, max_service_rate_per_s
+from budgetlab.sweep import (
+    SLO,
+    SerialExecutor,
+    SyntheticWorkload,
+    best_capacity,
+    capacity_by_budget,
+    make_cost,
+    max_service_rate_per_s,
+    service_rate_per_s,
+)
 from budgetlab.sweep import sweep as run_sweep  # renamed: ``sweep`` is a fixture above
 
 SWEEP_SLO = SLO(ttft_p90_s=0.8, itl_p99_s=0.040)
@@ -576,17 +578,17 @@ def small_chat():
 
 @pytest.fixture(scope="module")
 def load_sweep(small_chat):
-    service = charts.service_rate_per_s(small_chat, budgets=[512, 2048], **SWEEP_KNOBS)
+    service = service_rate_per_s(small_chat, budgets=[512, 2048], **SWEEP_KNOBS)
     rates = charts.load_grid(service, num_loads=3, max_load_fraction=2.0)  # 150 requests queue up late
     table = run_sweep(
         small_chat, budgets=[512, 2048], max_num_seqs=256, rates_per_s=rates, hardware="h100-sxm",
         model="llama-3.1-8b", executor=SerialExecutor(), progress=False,
     )
-    capacities, searched = charts.capacity_by_budget(
+    found, searched = capacity_by_budget(
         small_chat, slo=SWEEP_SLO, budgets=[512, 2048], max_num_seqs=256, sweep_table=table,
         executor=SerialExecutor(), **SWEEP_KNOBS,
     )
-    return service, rates, table, capacities, searched
+    return service, rates, table, charts.capacity_frame(found), searched
 
 
 def test_sweep_prose_helpers():
@@ -602,7 +604,7 @@ def test_sweep_prose_helpers():
 
 
 def test_service_rate_and_load_grid(small_chat, ideal):
-    service = charts.service_rate_per_s(small_chat, budgets=[256, 8192], **SWEEP_KNOBS)
+    service = service_rate_per_s(small_chat, budgets=[256, 8192], **SWEEP_KNOBS)
     mean = small_chat.mean_sequence_tokens()
     expected = max(max_service_rate_per_s(ideal, max_num_batched_tokens=b, mean_sequence_tokens=mean) for b in (256, 8192))
     assert service == pytest.approx(expected)
@@ -641,13 +643,13 @@ def test_capacity_by_budget(load_sweep):
 
 
 def test_capacity_by_budget_reports_an_unattainable_slo(small_chat):
-    capacities, searched = charts.capacity_by_budget(
+    capacities, searched = capacity_by_budget(
         small_chat, slo=SLO(ttft_p90_s=0.001), budgets=[2048], max_num_seqs=256, executor=SerialExecutor(), **SWEEP_KNOBS
     )
     row = capacities.iloc[0]
     assert row.status == "fails at every load" and np.isnan(row.capacity_per_s) and row.breaks_on == "ttft_p90_s"
     assert searched.empty
-    assert charts.best_capacity(capacities) is None
+    assert best_capacity(capacities) is None
     assert charts.capacity_table(capacities)["Capacity per replica [requests/s]"].iloc[0] == "fails at every load"
 
 
@@ -679,7 +681,7 @@ def test_best_capacity_prefers_the_smaller_budget_on_ties():
     frame = pd.DataFrame(
         {"budget_tokens": [512, 2048, 8192], "capacity_per_s": [30.0, 30.0, np.nan], "status": ["ok", "ok", "fails at every load"]}
     )
-    assert charts.best_capacity(frame).budget_tokens == 512
+    assert best_capacity(frame).budget_tokens == 512
 
 
 def _candidates() -> pd.DataFrame:

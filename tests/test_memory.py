@@ -63,3 +63,40 @@ def test_num_kv_blocks_prefers_the_explicit_value(h100, llama8b):
     assert num_kv_blocks(ENGINE, h100, llama8b) == kv_capacity(h100, llama8b, ENGINE).num_blocks
     with pytest.raises(ValueError, match="pass both, or set num_kv_blocks"):
         num_kv_blocks(ENGINE)
+
+
+def test_tensor_parallel_splits_weights_and_kv_heads(h100, llama8b):
+    from budgetlab import weight_bytes_per_gpu, weights_fit
+    from budgetlab.catalog import model
+
+    llama70b = model("llama-3.1-70b")  # 141 GB of BF16 weights, 8 KV heads, 64 attention heads
+    assert weight_bytes_per_gpu(llama70b, tp=2) == pytest.approx(llama70b.weight_bytes / 2)
+    assert [weights_fit(h100, llama70b, tp=tp) for tp in (1, 2, 8)] == [False, True, True]
+    assert weights_fit(h100, llama8b)
+    # KV heads split up to their number, then replicated: 8 KV heads over 16 GPUs hold one each
+    full = kv_bytes_per_token(llama70b)
+    assert [kv_bytes_per_token(llama70b, tp=tp) for tp in (1, 2, 8, 16)] == [full, full // 2, full // 8, full // 8]
+    assert isinstance(kv_bytes_per_token(llama70b, tp=8), int)
+
+
+def test_kv_capacity_with_tensor_parallelism(h100, llama8b):
+    from budgetlab.catalog import model
+
+    one = kv_capacity(h100, llama8b, ENGINE)
+    assert one == kv_capacity(h100, llama8b, ENGINE, tp=1) and one.tp == 1
+    two = kv_capacity(h100, llama8b, ENGINE, tp=2)
+    assert two.weight_bytes == pytest.approx(one.weight_bytes / 2) and two.kv_bytes_per_token == 65_536
+    assert two.num_tokens > 2 * one.num_tokens  # half the bytes per token, and more bytes left
+    sharded = kv_capacity(h100, model("llama-3.1-70b"), ENGINE, tp=2)
+    assert sharded.num_blocks > 0 and sharded.tp == 2
+    with pytest.raises(DoesNotFitError, match=r"does not fit on 2 × .*per GPU.*at least \d+ GPUs"):
+        kv_capacity(h100, model("llama-3.1-405b"), ENGINE, tp=2)
+
+
+def test_tensor_parallel_degree_must_divide_the_heads(llama8b):
+    from budgetlab import ParameterError, weight_bytes_per_gpu
+
+    with pytest.raises(ParameterError, match="tp=3 does not divide"):
+        weight_bytes_per_gpu(llama8b, tp=3)
+    with pytest.raises(ParameterError, match="tp must be an int >= 1"):
+        kv_bytes_per_token(llama8b, tp=0)

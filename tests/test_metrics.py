@@ -98,3 +98,66 @@ def test_summarize_without_gaps_gives_nan_itl():
         num_steps=1,
     )
     assert math.isnan(summary["itl_p50_s"]) and math.isnan(summary["max_itl_s"]) and math.isnan(summary["itl_mean_s"])
+
+
+# --- which gate held the waiting requests back (one classification for every report) ---------
+
+from budgetlab.metrics import GATES, busy_stats, step_gates  # noqa: E402
+
+
+def _steps(rows):
+    import pandas as pd
+
+    columns = ["duration_s", "num_decode_tokens", "num_prefill_tokens", "num_running", "num_waiting", "num_preemptions"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def test_step_gates_by_hand():
+    steps = _steps(
+        [
+            (0.01, 4, 0, 4, 0, 0),  # nobody waits
+            (0.02, 4, 0, 4, 3, 0),  # at the cap of 4: the slot gate
+            (0.03, 2, 98, 2, 3, 0),  # the budget of 100 is full: the budget gate
+            (0.04, 2, 10, 2, 3, 0),  # slot and budget left: KV held the queue back
+            (0.05, 4, 96, 4, 3, 1),  # preempted: KV, although at the cap and budget full
+        ]
+    )
+    gates = step_gates(steps, max_num_seqs=4, max_num_batched_tokens=100)
+    assert gates.gate.tolist() == ["none", "slot", "budget", "kv", "kv"]
+    assert gates.at_cap.tolist() == [True, True, False, False, True]
+    assert gates.budget_full.tolist() == [False, False, True, False, True]
+    assert gates.num_tokens.tolist() == [4, 4, 100, 12, 100]
+    assert set(gates.gate) <= set(GATES)
+
+
+def test_busy_stats_weigh_each_step_by_its_duration():
+    steps = _steps([(1.0, 2, 0, 2, 0, 0), (3.0, 4, 100, 4, 0, 0)])
+    stats = busy_stats(steps, makespan_s=8.0)
+    assert stats == {"running_mean": 3.5, "running_max": 4, "tokens_per_step_mean": 78.5, "busy_fraction": 0.5}
+    assert busy_stats(steps, makespan_s=2.0)["busy_fraction"] == 1.0  # at most 1
+    assert busy_stats(steps, makespan_s=0.0)["busy_fraction"] == 1.0
+
+
+def test_sweep_gate_stats_and_notebook_gate_shares_classify_alike(h100, llama8b):
+    import dataclasses
+
+    from budgetlab import EngineConfig, IdealCost, conversation_like
+    from budgetlab.charts import gate_share_frame
+    from budgetlab.simulator import simulate
+    from budgetlab.sweep import gate_stats
+
+    requests = conversation_like(num_requests=120, rate_per_s=6.0, seed=1)
+    engine = EngineConfig(max_num_batched_tokens=512, max_num_seqs=256, num_kv_blocks=600)
+    runs = {
+        "small pool": simulate(requests, engine=engine, cost=IdealCost(h100, llama8b)),
+        "cap 2": simulate(requests, engine=dataclasses.replace(engine, max_num_seqs=2), cost=IdealCost(h100, llama8b)),
+    }
+    shares = gate_share_frame(runs).set_index(["case", "gate"])
+    for case, result in runs.items():
+        stats = gate_stats(result, engine=result.engine)
+        steps = result.steps
+        kv_time = float(steps.duration_s[step_gates(steps, max_num_seqs=result.engine.max_num_seqs,
+                                                    max_num_batched_tokens=512).gate == "kv"].sum())
+        assert shares.loc[(case, "kv"), "time_s"] == kv_time
+        assert (stats["kv_blocked_fraction"] > 0) == (kv_time > 0)
+    assert runs["small pool"].summary()["num_preemptions"] > 0

@@ -442,7 +442,7 @@ def test_workload_from_parameters():
 
     params = validate_parameters(num_requests_per_load=200, seed=3)
     chat = workload_from_parameters(params)
-    fixed = workload_from_parameters(params, fixed_lengths=True)
+    fixed = chat.with_fixed_lengths(seed=params.seed)
     assert isinstance(fixed.prompt, Fixed) and isinstance(fixed.output, Fixed)
     real, twin = chat.requests(rate_per_s=5.0, seed=3), fixed.requests(rate_per_s=5.0, seed=3)
     assert [r.arrival_at_s for r in real] == [r.arrival_at_s for r in twin]  # the same arrivals
@@ -452,5 +452,5 @@ def test_workload_from_parameters():
     trace_params = validate_parameters(trace_path=str(TRACE), num_requests_per_load=20)
     trace = workload_from_parameters(trace_params)
     assert isinstance(trace, TraceWorkload) and trace.num_requests == 8 and trace.label == "azure_sample"
-    twin = workload_from_parameters(trace_params, fixed_lengths=True)
+    twin = trace.with_fixed_lengths()
     assert np.array_equal(twin.arrival_at_s, trace.arrival_at_s) and len(set(twin.prompt_tokens.tolist())) == 1

@@ -113,3 +113,11 @@ def test_both_satisfy_the_cost_protocol(ideal):
 def test_ideal_cost_is_frozen(ideal):
     with pytest.raises(AttributeError):
         ideal.weight_read_s = 1.0  # type: ignore[misc]
+
+
+def test_shortest_step_and_bisection(ideal):
+    from budgetlab.roofline import bisect_largest, shortest_step_s
+
+    assert shortest_step_s(ideal) == ideal.weight_read_s
+    assert bisect_largest(lambda n: float(n), 10.5, low=1, high=64) == 10
+    assert bisect_largest(ideal.step_time_s, 0.040, low=1, high=10_000) == 2464

@@ -456,3 +456,63 @@ def test_capacity_argument_errors(changes, match):
     args.update(changes)
     with pytest.raises(ParameterError, match=match):
         capacity(SMALL, **args)
+
+
+# --------------------------------------------------------------------------------------------
+# Capacity of several configurations: outcomes instead of errors
+# --------------------------------------------------------------------------------------------
+
+
+def test_run_capacity_task_reports_every_ending_as_an_outcome():
+    from budgetlab.sweep import CapacityTask, run_capacity_task
+
+    task = CapacityTask(workload=SMALL, slo=SLO_SEED, engine=ENGINE, hardware=HW, model=MODEL)
+    found = run_capacity_task(task)
+    assert found.status == "ok" and found.rate_per_s == found.result.capacity_per_s
+    row = found.row("ttft_p90_s")
+    assert row["capacity_per_s"] == found.result.capacity_per_s and row["breaks_on"] == found.violations[0].metric
+    assert row["ttft_p90_s"] == found.result.summary["ttft_p90_s"]
+    failing = run_capacity_task(dataclass_replace(task, slo=SLO(ttft_p90_s=0.001)))
+    assert failing.status == "fails at every load" and failing.result is None and "fails even at" in failing.message
+    assert failing.violations[0].metric == "ttft_p90_s"
+    assert math.isnan(failing.row("ttft_p90_s")["capacity_per_s"]) and math.isnan(failing.row("ttft_p90_s")["ttft_p90_s"])
+    holding = run_capacity_task(dataclass_replace(task, rate_bounds_per_s=(0.5, 1.0)))
+    assert holding.status == "holds at every load" and holding.violations == () and holding.rate_per_s == 1.0
+    pickle.loads(pickle.dumps(task))  # ships to worker processes
+
+
+def dataclass_replace(obj, **changes):
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)
+
+
+def test_slo_bracket_from_a_sweep():
+    from budgetlab.sweep import slo_bracket_per_s
+
+    table = pd.DataFrame({"rate_per_s": [3.0, 1.0, 2.0], "ttft_p90_s": [2.0, 0.1, 0.5]})
+    assert slo_bracket_per_s(table, SLO(ttft_p90_s=0.8)) == (2.0, 3.0)
+    assert slo_bracket_per_s(table, SLO(ttft_p90_s=5.0)) is None  # holds everywhere
+    assert slo_bracket_per_s(table, SLO(ttft_p90_s=0.01)) is None  # fails at the lowest load
+
+
+def test_service_rate_is_the_best_budget_and_mean_sequence_tokens(ideal):
+    from budgetlab.sweep import mean_sequence_tokens, service_rate_per_s
+
+    mean = mean_sequence_tokens(SMALL)
+    assert mean == SMALL.mean_sequence_tokens()
+    rates = [max_service_rate_per_s(ideal, max_num_batched_tokens=b, mean_sequence_tokens=mean) for b in (512, 4096)]
+    assert service_rate_per_s(SMALL, budgets=[512, 4096], hardware=HW, model=MODEL) == max(rates)
+
+
+def test_fixed_length_twins_keep_the_arrivals():
+    twin = SMALL.with_fixed_lengths(seed=2)
+    real = SMALL.requests(rate_per_s=3.0, seed=2)
+    fixed = twin.requests(rate_per_s=3.0, seed=2)
+    assert [r.arrival_at_s for r in real] == [r.arrival_at_s for r in fixed]
+    assert twin.prompt == Fixed(round(np.mean([r.prompt_tokens for r in real])))
+    assert twin.label == f"fixed lengths ({twin.prompt.tokens:,} + {twin.output.tokens:,} tokens)"
+    trace = TraceWorkload([0.0, 1.0, 3.0], [10, 20, 33], [1, 2, 4])
+    trace_twin = trace.with_fixed_lengths()
+    assert trace_twin.prompt_tokens.tolist() == [21, 21, 21] and trace_twin.output_tokens.tolist() == [2, 2, 2]
+    assert np.array_equal(trace_twin.arrival_at_s, trace.arrival_at_s)
