@@ -13,6 +13,9 @@ Examples
 3350000000000.0
 >>> model("llama-3.1-8b").num_kv_heads
 8
+
+:func:`resolve_hardware` and :func:`resolve_model` turn "a slug or a spec" arguments into a
+spec: the one resolver every function that accepts either uses.
 """
 
 from __future__ import annotations
@@ -31,13 +34,15 @@ from typing import Any, Generic, TypeVar
 
 import pandas as pd
 
-from budgetlab.errors import CatalogError, UnknownNameError
+from budgetlab.errors import CatalogError, ParameterError, UnknownNameError
 from budgetlab.specs import HardwareSpec, ModelSpec
 
 __all__ = [
     "data_path",
     "hardware",
     "model",
+    "resolve_hardware",
+    "resolve_model",
     "list_hardware",
     "list_models",
     "hardware_table",
@@ -145,9 +150,7 @@ class _Row:
         try:
             value = float(raw)
         except ValueError:
-            raise self.error(
-                column, f"expected a plain number in SI units (e.g. 989.4e12), got {raw!r}"
-            ) from None
+            raise self.error(column, f"expected a plain number in SI units (e.g. 989.4e12), got {raw!r}") from None
         if not math.isfinite(value) or value <= 0:
             raise self.error(column, f"expected a finite number > 0, got {raw!r}")
         return value
@@ -183,9 +186,7 @@ def _field_kinds(spec_type: type) -> dict[str, Callable[[_Row, str], Any]]:
 def _optional_columns(spec_type: type) -> frozenset[str]:
     """Fields with a default that a CSV may leave out (``source`` is always required)."""
     return frozenset(
-        f.name
-        for f in dataclasses.fields(spec_type)
-        if f.default is not dataclasses.MISSING and f.name != "source"
+        f.name for f in dataclasses.fields(spec_type) if f.default is not dataclasses.MISSING and f.name != "source"
     )
 
 
@@ -245,22 +246,17 @@ def _read_table(path: Path, spec_type: type[Spec], check: Callable[[_Row, Spec],
                 if not _SLUG_RE.match(slug):
                     raise row.error(
                         "slug",
-                        f"{slug!r} is not a slug: use lower-case letters, digits, '.', '-' "
-                        "and '_' (e.g. 'h100-sxm')",
+                        f"{slug!r} is not a slug: use lower-case letters, digits, '.', '-' and '_' (e.g. 'h100-sxm')",
                     )
                 if slug in first_line:
-                    raise row.error(
-                        "slug", f"duplicate slug {slug!r}, first defined on line {first_line[slug]}"
-                    )
+                    raise row.error("slug", f"duplicate slug {slug!r}, first defined on line {first_line[slug]}")
                 spec = spec_type(**values)
                 check(row, spec)
                 first_line[slug] = line
                 specs[slug] = spec
                 notes[slug] = row.cells.get(NOTES_COLUMN, "")
         except (csv.Error, UnicodeDecodeError) as exc:
-            raise CatalogError(
-                f"{path}, line {reader.line_num}: not a readable UTF-8 CSV ({exc})"
-            ) from None
+            raise CatalogError(f"{path}, line {reader.line_num}: not a readable UTF-8 CSV ({exc})") from None
     if not specs:
         raise CatalogError(f"{path} has a header but no rows")
     return _Table(path=path, specs=specs, notes=notes)
@@ -278,8 +274,7 @@ def _check_header(path: Path, header: list[str], required: list[str], allowed: s
             close = difflib.get_close_matches(name, sorted(allowed), n=1)
             hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         raise CatalogError(
-            f"{path}, line 1: unknown column(s) {', '.join(hints)}; allowed columns are "
-            f"{', '.join(sorted(allowed))}"
+            f"{path}, line 1: unknown column(s) {', '.join(hints)}; allowed columns are {', '.join(sorted(allowed))}"
         )
     missing = [name for name in required if name not in header]
     if missing:
@@ -298,8 +293,7 @@ def _check_model(row: _Row, spec: ModelSpec) -> None:
     if spec.num_active_params > spec.num_params:
         raise row.error(
             "num_active_params",
-            f"{spec.num_active_params:g} active parameters exceed the total "
-            f"num_params {spec.num_params:g}",
+            f"{spec.num_active_params:g} active parameters exceed the total num_params {spec.num_params:g}",
         )
     if spec.num_attention_heads % spec.num_kv_heads:
         raise row.error(
@@ -354,14 +348,11 @@ def _lookup(table: _Table[Spec], slug: str, kind: str, lister: str) -> Spec:
     known = sorted(table.specs)
     close = [name for name in known if key and key in name]
     close += [
-        name
-        for name in difflib.get_close_matches(key, known, n=_MAX_SUGGESTIONS, cutoff=0.6)
-        if name not in close
+        name for name in difflib.get_close_matches(key, known, n=_MAX_SUGGESTIONS, cutoff=0.6) if name not in close
     ]
     hint = f"Did you mean {', '.join(close[:_MAX_SUGGESTIONS])}? " if close else ""
     raise UnknownNameError(
-        f"unknown {kind} {slug!r}. {hint}See every slug with budgetlab.{lister}() "
-        f"(rows come from {table.path})."
+        f"unknown {kind} {slug!r}. {hint}See every slug with budgetlab.{lister}() (rows come from {table.path})."
     )
 
 
@@ -411,6 +402,57 @@ def model(slug: str) -> ModelSpec:
         When ``models.csv`` is missing or malformed.
     """
     return _lookup(_model_table(_catalog_dir()), slug, "model", "list_models")
+
+
+def _resolve(
+    value: Spec | str, spec_type: type[Spec], lookup: Callable[[str], Spec], *, name: str, kind: str, example: str
+) -> Spec:
+    """``value`` as it is when a ``spec_type``, looked up with ``lookup`` when a slug."""
+    if isinstance(value, spec_type):
+        return value
+    if isinstance(value, str):
+        return lookup(value)
+    raise ParameterError(f"{name} must be a {kind} slug such as {example!r} or a {spec_type.__name__}, got {value!r}")
+
+
+def resolve_hardware(value: HardwareSpec | str, *, name: str = "hardware") -> HardwareSpec:
+    """A hardware argument as a spec: a :class:`HardwareSpec` as it is, a slug looked up.
+
+    Parameters
+    ----------
+    value : HardwareSpec or str
+        The spec, or a catalog slug such as ``"h100-sxm"`` (see :func:`hardware`).
+    name : str
+        The argument's name, for the error message.
+
+    Returns
+    -------
+    HardwareSpec
+
+    Raises
+    ------
+    ParameterError
+        When ``value`` is neither a :class:`HardwareSpec` nor a str.
+    UnknownNameError
+        For a slug not in the catalog; the message lists close matches.
+
+    Examples
+    --------
+    >>> resolve_hardware("h100-sxm") is resolve_hardware(hardware("h100-sxm"))
+    True
+    """
+    return _resolve(value, HardwareSpec, hardware, name=name, kind="hardware", example="h100-sxm")
+
+
+def resolve_model(value: ModelSpec | str, *, name: str = "model") -> ModelSpec:
+    """A model argument as a spec: a :class:`ModelSpec` as it is, a slug looked up.
+
+    The model twin of :func:`resolve_hardware`: ``value`` is a :class:`ModelSpec` or a catalog
+    slug such as ``"llama-3.1-8b"`` (see :func:`model`); ``name`` is the argument's name in the
+    :class:`ParameterError` raised for anything else. A slug not in the catalog raises
+    :class:`UnknownNameError`, listing close matches.
+    """
+    return _resolve(value, ModelSpec, model, name=name, kind="model", example="llama-3.1-8b")
 
 
 def list_hardware() -> list[str]:

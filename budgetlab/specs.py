@@ -2,7 +2,9 @@
 
 ``HardwareSpec`` and ``ModelSpec`` rows come from the catalog (:mod:`budgetlab.catalog`);
 ``EngineConfig`` holds vLLM's scheduling knobs and refuses, at construction, every combination
-vLLM refuses at start-up (see ``shared/reference/vllm-v1-scheduling.md``).
+vLLM refuses at start-up (see ``shared/reference/vllm-v1-scheduling.md``). The two nouns the
+engine passes around live here too: a ``Request`` (what arrives) and a ``Batch`` (what one step
+processes, the argument of every cost model's ``batch_time_s``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Literal
 from budgetlab._checks import flag, int_at_least, number_in
 from budgetlab.errors import ConfigError
 
-__all__ = ["HardwareSpec", "ModelSpec", "EngineConfig", "Request", "SCHEDULING_POLICIES"]
+__all__ = ["HardwareSpec", "ModelSpec", "EngineConfig", "Request", "Batch", "SCHEDULING_POLICIES"]
 
 
 @dataclass(frozen=True)
@@ -188,9 +190,7 @@ class EngineConfig:
         )
         flag("enable_chunked_prefill", self.enable_chunked_prefill, error=ConfigError)
         if self.policy not in SCHEDULING_POLICIES:
-            raise ConfigError(
-                f"policy must be one of {', '.join(SCHEDULING_POLICIES)}, got {self.policy!r}"
-            )
+            raise ConfigError(f"policy must be one of {', '.join(SCHEDULING_POLICIES)}, got {self.policy!r}")
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise ConfigError(
                 f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than "
@@ -251,3 +251,31 @@ class Request:
     def total_tokens(self) -> int:
         """Prompt plus output [tokens]."""
         return self.prompt_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """The composition of one step: what the forward pass processes.
+
+    Attributes
+    ----------
+    num_decodes : int
+        Decoding sequences, one token each [count].
+    decode_context_tokens : int
+        Sum over those decodes of the tokens already in their KV cache [tokens].
+    prefill_tokens : tuple of int
+        One entry per prefill (or recompute) chunk: its length [tokens].
+    prefill_context_tokens : tuple of int
+        For each chunk, the tokens of the same request already in the KV cache [tokens]
+        (0 for a first chunk; a later chunk attends to all earlier ones).
+    """
+
+    num_decodes: int = 0
+    decode_context_tokens: int = 0
+    prefill_tokens: tuple[int, ...] = ()
+    prefill_context_tokens: tuple[int, ...] = ()
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens the step processes [tokens]."""
+        return self.num_decodes + sum(self.prefill_tokens)

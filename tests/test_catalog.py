@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -22,9 +21,13 @@ from budgetlab.catalog import (
     list_models,
     model,
     model_table,
+    resolve_hardware,
+    resolve_model,
 )
-from budgetlab.errors import CatalogError, UnknownNameError
+from budgetlab.errors import CatalogError, ParameterError, UnknownNameError
 from budgetlab.specs import HardwareSpec, ModelSpec
+
+from conftest import run_ok
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CATALOG_DIR = REPO_ROOT / "data" / "catalog"
@@ -204,6 +207,33 @@ def test_unknown_name_without_close_match_still_says_how_to_list():
 def test_non_string_slug_is_a_type_error():
     with pytest.raises(TypeError, match="str"):
         hardware(None)  # type: ignore[arg-type]
+
+
+def test_resolvers_pass_specs_through_and_look_up_slugs():
+    h100, llama = hardware("h100-sxm"), model("llama-3.1-8b")
+    custom = dataclasses.replace(h100, slug="my-gpu", name="My GPU")
+    assert resolve_hardware(custom) is custom  # a spec need not be in the catalog
+    assert resolve_hardware(" H100-SXM ") is h100
+    assert resolve_model("llama-3.1-8b") is llama
+    assert resolve_model(llama) is llama
+
+
+def test_resolvers_reject_other_types_naming_the_argument():
+    with pytest.raises(ParameterError) as info:
+        resolve_hardware(3.0, name="baseline")  # type: ignore[arg-type]
+    assert str(info.value) == ("baseline must be a hardware slug such as 'h100-sxm' or a HardwareSpec, got 3.0")
+    with pytest.raises(ParameterError) as info:
+        resolve_model(None)  # type: ignore[arg-type]
+    assert str(info.value) == "model must be a model slug such as 'llama-3.1-8b' or a ModelSpec, got None"
+    with pytest.raises(ParameterError, match="a ModelSpec"):
+        resolve_model(hardware("h100-sxm"))  # type: ignore[arg-type]
+
+
+def test_resolvers_keep_the_close_match_errors():
+    with pytest.raises(UnknownNameError, match="h100-sxm"):
+        resolve_hardware("h100-sx")
+    with pytest.raises(UnknownNameError, match=r"budgetlab\.list_models\(\)"):
+        resolve_model("llama-9")
 
 
 def test_catalog_is_loaded_once_and_cached():
@@ -464,40 +494,19 @@ def test_data_path_names_both_places_when_missing():
 
 
 @pytest.mark.slow
-def test_installed_wheel_reads_its_own_catalog(tmp_path):
-    wheel_dir, target, elsewhere = tmp_path / "wheel", tmp_path / "site", tmp_path / "cwd"
+def test_installed_wheel_reads_its_own_catalog(tmp_path, built_wheel):
+    target, elsewhere = tmp_path / "site", tmp_path / "cwd"
     elsewhere.mkdir()
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
-    build = subprocess.run(
-        [
-            *pip,
-            "wheel",
-            ".",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "-w",
-            str(wheel_dir),
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert build.returncode == 0, build.stdout + build.stderr
-    (wheel,) = wheel_dir.glob("budgetlab-*.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
+    names = set(zipfile.ZipFile(built_wheel).namelist())
     for name in ("hardware.csv", "models.csv", "README.md"):
         assert f"budgetlab/_data/catalog/{name}" in names
 
-    install = subprocess.run(
-        [*pip, "install", "--no-deps", "--no-index", "--target", str(target), str(wheel)],
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+    run_ok(
+        [*pip, "install", "--no-deps", "--no-index", "--target", str(target), str(built_wheel)],
         cwd=elsewhere,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        timeout_s=300,
     )
-    assert install.returncode == 0, install.stdout + install.stderr
 
     probe = (
         "import budgetlab, budgetlab.catalog as c\n"
@@ -506,15 +515,7 @@ def test_installed_wheel_reads_its_own_catalog(tmp_path):
         "print(repr(c.hardware('h100-sxm').dense_bf16_flops_per_s))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
-    result = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=elsewhere,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = run_ok([sys.executable, "-c", probe], cwd=elsewhere, env=env, timeout_s=120)
     package_file, catalog_dir, flops = result.stdout.splitlines()
     assert Path(package_file).is_relative_to(target)
     assert Path(catalog_dir) == target / "budgetlab" / "_data" / "catalog"

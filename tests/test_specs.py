@@ -21,7 +21,9 @@ def test_defaults_match_vllm():
 
 
 def test_budget_below_seq_cap_is_refused_with_the_fix():
-    with pytest.raises(ConfigError, match=r"max_num_batched_tokens \(128\) is smaller than max_num_seqs \(256\).*Raise"):
+    with pytest.raises(
+        ConfigError, match=r"max_num_batched_tokens \(128\) is smaller than max_num_seqs \(256\).*Raise"
+    ):
         EngineConfig(max_num_batched_tokens=128, max_num_seqs=256)
 
 

@@ -1,25 +1,15 @@
 """Fit the calibrated step cost to measured step times, and score any cost model on them.
 
-The input is a table with one measured step per row (format: ``data/measured/README.md``):
+The input is a measured-step table (one step per row; columns in
+:mod:`budgetlab.cost.measurements` and ``data/measured/README.md``).
 
-===================== ======== ==========================================================
-column                unit     meaning
-===================== ======== ==========================================================
-``num_prefill_tokens``  tokens   length of the step's one prefill chunk (0: none)
-``num_decode_tokens``   count    decoding sequences in the step, one token each
-``context_tokens``      tokens   optional (default 0): tokens already cached for the chunk's
-                                 request and for each decoding sequence
-``step_time_ms``        ms       measured time of the step, > 0
-===================== ======== ==========================================================
-
-Other columns (``source``, notes) are carried along untouched.
-
-:func:`calibrate` fits chosen parameters of a :class:`~budgetlab.calibrated.CalibratedCost`
+:func:`calibrate` fits chosen parameters of a :class:`~budgetlab.cost.CalibratedCost`
 by bounded least squares on the relative error (``scipy.optimize.least_squares``), reports each
 parameter with a standard error from the Jacobian at the optimum (``cov = s² (JᵀJ)⁻¹`` with
 ``s² = Σ r² / (rows − parameters)``), and scores the fit on the rows it used and on rows held
 back at random. :func:`predict_step_ms` evaluates any cost model (anything with
-``batch_time_s``) on every row.
+``batch_time_s``) on every row; :func:`residuals` and :func:`residual_summary` compare several
+models on the same rows. scipy is imported only when a fit runs (it costs 0.4 s).
 
 Identifiability
 ---------------
@@ -34,44 +24,75 @@ standard error.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from budgetlab.calibrated import CalibratedCost
 from budgetlab._checks import number_in
+from budgetlab.catalog import resolve_hardware, resolve_model
+from budgetlab.cost.calibrated import CalibratedCost
+from budgetlab.cost.measurements import TOKEN_COLUMNS, measured_batches, read_measurements
 from budgetlab.errors import CalibrationError  # importable from here too
-from budgetlab.roofline import Batch, CostModel
-from budgetlab.specs import HardwareSpec, ModelSpec
+from budgetlab.specs import Batch, HardwareSpec, ModelSpec
+
+if TYPE_CHECKING:
+    from scipy.optimize import OptimizeResult
+
+    from budgetlab.cost.protocol import CostModel
 
 __all__ = [
     "CalibrationError",
     "CalibrationResult",
     "calibrate",
     "predict_step_ms",
-    "read_measurements",
+    "residuals",
+    "residual_summary",
+    "Fittable",
     "FITTABLE",
     "DEFAULT_FIT",
+    "TILE_CANDIDATES",
 ]
 
-REQUIRED_COLUMNS = ("num_prefill_tokens", "num_decode_tokens", "step_time_ms")
-TOKEN_COLUMNS = ("num_prefill_tokens", "num_decode_tokens", "context_tokens")
 
-#: Parameters :func:`calibrate` can fit: (unit, lower bound, upper bound, internal scale).
-FITTABLE: dict[str, tuple[str, float, float, float]] = {
-    "step_overhead_s": ("s", 0.0, 1.0, 1e-3),
-    "layer_overhead_s": ("s", 0.0, 0.1, 1e-5),
-    "bandwidth_efficiency": ("fraction", 1e-3, 1.0, 1.0),
-    "flop_efficiency": ("fraction", 1e-3, 1.0, 1.0),
-    "knee_overlap_loss": ("fraction", 0.0, 1.0, 1.0),
-}
+class Fittable(NamedTuple):
+    """How :func:`calibrate` treats one fittable parameter of :class:`CalibratedCost`.
+
+    Attributes
+    ----------
+    unit : str
+        Its unit, as the parameter table reports it (``"s"`` or ``"fraction"``).
+    low, high : float
+        The bounds of the fit, in that unit.
+    scale : float
+        A typical magnitude, in that unit: the optimizer works on ``value / scale`` so every
+        parameter moves on a scale near 1.
+    """
+
+    unit: str
+    low: float
+    high: float
+    scale: float
+
+
+#: Parameters :func:`calibrate` can fit, by name (read-only).
+FITTABLE: Mapping[str, Fittable] = MappingProxyType(
+    {
+        "step_overhead_s": Fittable(unit="s", low=0.0, high=1.0, scale=1e-3),
+        "layer_overhead_s": Fittable(unit="s", low=0.0, high=0.1, scale=1e-5),
+        "bandwidth_efficiency": Fittable(unit="fraction", low=1e-3, high=1.0, scale=1.0),
+        "flop_efficiency": Fittable(unit="fraction", low=1e-3, high=1.0, scale=1.0),
+        "knee_overlap_loss": Fittable(unit="fraction", low=0.0, high=1.0, scale=1.0),
+    }
+)
+#: What :func:`calibrate` fits by default: every fittable parameter but ``layer_overhead_s``.
 DEFAULT_FIT = ("step_overhead_s", "bandwidth_efficiency", "flop_efficiency", "knee_overlap_loss")
+#: GEMM tile sizes ``calibrate(fit_tile=True)`` tries, besides no tile quantization [tokens].
 TILE_CANDIDATES = (16, 32, 64, 128, 256)
 
 
@@ -121,9 +142,7 @@ class CalibrationResult:
         for row in self.parameters.itertuples(index=False):
             flag = "  (at bound)" if row.at_bound else ""
             lines.append(f"{row.name} = {row.value:.6g} ± {row.stderr:.2g} {row.unit}{flag}")
-        lines.append(
-            f"train ({self.num_train} rows): MAPE {self.train_mape:.1%}, max {self.train_max_error:.1%}"
-        )
+        lines.append(f"train ({self.num_train} rows): MAPE {self.train_mape:.1%}, max {self.train_max_error:.1%}")
         if self.num_holdout:
             caution = "; too few rows for more than a rough check" if self.num_holdout < 5 else ""
             lines.append(
@@ -134,117 +153,43 @@ class CalibrationResult:
             lines.append("no rows held back: the errors above are in-sample only")
         return "\n".join(lines)
 
+    def numbers(self) -> dict[str, Any]:
+        """The fit's key numbers as plain Python values, for a report's results JSON.
 
-# --------------------------------------------------------------------------------------------
-# Reading and checking a table
-# --------------------------------------------------------------------------------------------
-
-
-def read_measurements(table: str | os.PathLike[str] | pd.DataFrame) -> pd.DataFrame:
-    """Read and validate a measured-step table (path to a CSV, or a DataFrame).
-
-    Returns a copy with integer token columns (``context_tokens`` added as 0 when absent) and a
-    float ``step_time_ms``; other columns are kept.
-
-    Raises
-    ------
-    CalibrationError
-        For a missing file or column, a non-number, NaN, a negative token count, a step with
-        no tokens, or a time that is not > 0; the message names the rows.
-    """
-    if isinstance(table, pd.DataFrame):
-        frame = table.copy()
-        where = "table"
-    elif isinstance(table, (str, os.PathLike)):
-        where = os.fspath(table)
-        try:
-            frame = pd.read_csv(where)
-        except FileNotFoundError:
-            raise CalibrationError(f"measurement table {where} does not exist") from None
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-            raise CalibrationError(f"{where} is not a readable CSV: {exc}") from None
-        except OSError as exc:  # a directory, no permission, ...
-            raise CalibrationError(f"measurement table {where} cannot be read: {exc}") from None
-    else:
-        raise CalibrationError(
-            f"table must be a CSV path or a pandas DataFrame, got {type(table).__name__}"
-        )
-    frame.columns = [str(c).strip() for c in frame.columns]
-    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
-    if missing:
-        raise CalibrationError(
-            f"{where}: missing column(s) {', '.join(missing)}; a measured-step table needs "
-            f"{', '.join(REQUIRED_COLUMNS)} and optionally context_tokens "
-            "(see data/measured/README.md)"
-        )
-    if frame.empty:
-        raise CalibrationError(f"{where} has no rows")
-    if "context_tokens" not in frame.columns:
-        frame["context_tokens"] = 0
-    for column in (*TOKEN_COLUMNS, "step_time_ms"):
-        values = pd.to_numeric(frame[column], errors="coerce")
-        bad = values.isna()
-        if bad.any():
-            raise CalibrationError(
-                f"{where}: column {column!r} must hold numbers, but row(s) {_rows(bad)} are "
-                "empty, NaN or not numeric"
-            )
-        frame[column] = values.astype(float)
-    for column in TOKEN_COLUMNS:
-        values = frame[column]
-        bad = (values < 0) | (values != np.floor(values)) | ~np.isfinite(values)
-        if bad.any():
-            raise CalibrationError(
-                f"{where}: column {column!r} must hold whole token counts >= 0; row(s) "
-                f"{_rows(bad)} do not"
-            )
-        frame[column] = values.astype(np.int64)
-    empty = (frame["num_prefill_tokens"] + frame["num_decode_tokens"]) == 0
-    if empty.any():
-        raise CalibrationError(
-            f"{where}: row(s) {_rows(empty)} have no tokens (num_prefill_tokens and "
-            "num_decode_tokens both 0); every measured step processes at least one token"
-        )
-    times = frame["step_time_ms"]
-    bad = ~np.isfinite(times) | (times <= 0)
-    if bad.any():
-        raise CalibrationError(
-            f"{where}: step_time_ms must be a finite time > 0 in milliseconds; row(s) "
-            f"{_rows(bad)} are not"
-        )
-    return frame.reset_index(drop=True)
-
-
-def _rows(mask: pd.Series) -> str:
-    """Row labels as a person counts them (0-based DataFrame index), at most 5."""
-    labels = [str(i) for i in mask[mask].index[:5]]
-    more = int(mask.sum()) - len(labels)
-    return ", ".join(labels) + (f" and {more} more" if more > 0 else "")
-
-
-def _batches(frame: pd.DataFrame) -> list[Batch]:
-    batches = []
-    for prefill, decodes, context in zip(
-        frame["num_prefill_tokens"].tolist(),
-        frame["num_decode_tokens"].tolist(),
-        frame["context_tokens"].tolist(),
-        strict=True,
-    ):
-        batches.append(
-            Batch(
-                num_decodes=int(decodes),
-                decode_context_tokens=int(decodes) * int(context),
-                prefill_tokens=(int(prefill),) if prefill > 0 else (),
-                prefill_context_tokens=(int(context),) if prefill > 0 else (),
-            )
-        )
-    return batches
+        Returns
+        -------
+        dict
+            ``parameters`` maps each fitted name to ``{"value", "stderr", "relative_stderr",
+            "at_bound"}`` in the parameter's unit (SI: [s] or [fraction]; ``relative_stderr`` =
+            stderr / |value|, infinite at a value of 0); then ``train_mape``,
+            ``train_max_error``, ``holdout_mape``, ``holdout_max_error`` [fraction] and
+            ``num_train``, ``num_holdout`` [count].
+        """
+        parameters: dict[str, dict[str, float | bool]] = {}
+        for row in self.parameters.itertuples(index=False):
+            value, stderr = float(row.value), float(row.stderr)
+            relative = stderr / abs(value) if value != 0 else math.inf
+            parameters[str(row.name)] = {
+                "value": value,
+                "stderr": stderr,
+                "relative_stderr": relative,
+                "at_bound": bool(row.at_bound),
+            }
+        return {
+            "parameters": parameters,
+            "train_mape": self.train_mape,
+            "train_max_error": self.train_max_error,
+            "holdout_mape": self.holdout_mape,
+            "holdout_max_error": self.holdout_max_error,
+            "num_train": self.num_train,
+            "num_holdout": self.num_holdout,
+        }
 
 
 def predict_step_ms(cost: CostModel, table: str | os.PathLike[str] | pd.DataFrame) -> np.ndarray:
     """Predicted time of every row's step [ms], from any cost model.
 
-    Each row becomes a :class:`~budgetlab.roofline.Batch`: one prefill chunk of
+    Each row becomes a :class:`~budgetlab.specs.Batch`: one prefill chunk of
     ``num_prefill_tokens`` after ``context_tokens`` cached tokens, and ``num_decode_tokens``
     decodes each with ``context_tokens`` of context.
 
@@ -257,31 +202,69 @@ def predict_step_ms(cost: CostModel, table: str | os.PathLike[str] | pd.DataFram
         valid, as :func:`read_measurements` checks.
     """
     frame = read_measurements(table)
-    return _predict_ms(cost, _batches(frame))
+    return _predict_ms(cost, measured_batches(frame))
 
 
 def _predict_ms(cost: CostModel, batches: Sequence[Batch]) -> np.ndarray:
     return np.array([cost.batch_time_s(b) for b in batches], dtype=float) * 1e3
 
 
+def residuals(table: str | os.PathLike[str] | pd.DataFrame, costs: Mapping[str, CostModel]) -> pd.DataFrame:
+    """Each cost model's error on every measured row.
+
+    Parameters
+    ----------
+    table : path or pandas.DataFrame
+        Measured steps (checked by :func:`read_measurements`); a
+        :class:`CalibrationResult`'s ``table`` keeps its ``split`` column.
+    costs : mapping of str to CostModel
+        Name → model, in the order the rows should come.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per measured row × model (models in ``costs`` order, then rows in table
+        order): the token columns, ``step_time_ms`` and ``split`` (when the table has it), plus
+        ``cost_model``, ``predicted_ms``, ``residual_ms`` (predicted − measured [ms]) and
+        ``relative_error`` (residual / measured [fraction]).
+    """
+    frame = read_measurements(table)
+    keep = [*TOKEN_COLUMNS, "step_time_ms", *(["split"] if "split" in frame.columns else [])]
+    rows = frame[keep]
+    batches = measured_batches(frame)
+    measured = frame["step_time_ms"].to_numpy(dtype=float)
+    parts = []
+    for name, cost in costs.items():
+        predicted = _predict_ms(cost, batches)
+        part = rows.copy()
+        part["cost_model"] = name
+        part["predicted_ms"] = predicted
+        part["residual_ms"] = predicted - measured
+        part["relative_error"] = (predicted - measured) / measured
+        parts.append(part)
+    columns = [*keep, "cost_model", "predicted_ms", "residual_ms", "relative_error"]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(parts, ignore_index=True)
+
+
+def residual_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per cost model of :func:`residuals`: ``mape`` and ``max_error`` (absolute relative
+    errors) over all rows, and ``mean_error`` (signed: > 0 means the model is too slow)
+    [fraction]; indexed by ``cost_model`` in first-seen order."""
+    grouped = frame.assign(abs_error=frame.relative_error.abs()).groupby("cost_model", sort=False)
+    return pd.DataFrame(
+        {
+            "mape": grouped.abs_error.mean(),
+            "max_error": grouped.abs_error.max(),
+            "mean_error": grouped.relative_error.mean(),
+        }
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # The fit
 # --------------------------------------------------------------------------------------------
-
-
-def _resolve(hardware: HardwareSpec | str, model: ModelSpec | str) -> tuple[HardwareSpec, ModelSpec]:
-    if isinstance(hardware, str) or isinstance(model, str):
-        from budgetlab import catalog
-
-        if isinstance(hardware, str):
-            hardware = catalog.hardware(hardware)
-        if isinstance(model, str):
-            model = catalog.model(model)
-    if not isinstance(hardware, HardwareSpec):
-        raise CalibrationError(f"hardware must be a HardwareSpec or a catalog slug, got {hardware!r}")
-    if not isinstance(model, ModelSpec):
-        raise CalibrationError(f"model must be a ModelSpec or a catalog slug, got {model!r}")
-    return hardware, model
 
 
 def _check_fit_names(fit: Sequence[str]) -> tuple[str, ...]:
@@ -365,8 +348,12 @@ def calibrate(
     CalibrationError
         For a bad table (see :func:`read_measurements`), an unknown or collinear parameter, or
         fewer training rows than free parameters.
+    ParameterError
+        When ``hardware`` or ``model`` is neither a spec nor a str.
+    UnknownNameError
+        For a slug not in the catalog.
     """
-    hardware, model = _resolve(hardware, model)
+    hardware, model = resolve_hardware(hardware), resolve_model(model)
     names = _check_fit_names(fit)
     frame = read_measurements(table)
     number_in(
@@ -381,7 +368,10 @@ def calibrate(
 
     if start is None:
         start = CalibratedCost.typical(hardware, model, tp=tp).with_(
-            layer_overhead_s=0.0, attention=attention, kv_reads=kv_reads, moe=moe,
+            layer_overhead_s=0.0,
+            attention=attention,
+            kv_reads=kv_reads,
+            moe=moe,
             tile_tokens=tile_tokens,
         )
     elif start.hardware != hardware or start.model != model:
@@ -407,26 +397,13 @@ def calibrate(
             f"{', '.join(names)}{advice}; a fit needs at least as many rows as parameters"
         )
 
-    batches = _batches(frame)
+    batches = measured_batches(frame)
     train_batches = [b for b, h in zip(batches, holdout, strict=True) if not h]
     measured = frame["step_time_ms"].to_numpy(dtype=float)
     train_measured = measured[~holdout]
 
-    tiles: list[int | None] = [start.tile_tokens]
-    if fit_tile:
-        tiles = [None, *TILE_CANDIDATES]
-    best: tuple[float, CalibratedCost, Any] | None = None
-    for tile in tiles:
-        candidate = start.with_(tile_tokens=tile)
-        cost, solution = _least_squares(candidate, names, train_batches, train_measured)
-        if solution is not None:
-            score = float(np.sum(solution.fun**2))
-        else:
-            score = _sse(cost, train_batches, train_measured)
-        if best is None or score < best[0]:
-            best = (score, cost, solution)
-    assert best is not None
-    _, cost, solution = best
+    tiles: list[int | None] = [None, *TILE_CANDIDATES] if fit_tile else [start.tile_tokens]
+    cost, solution = _best_tile(start, tiles, names, train_batches, train_measured)
 
     parameters = _parameter_table(cost, names, solution, num_train=len(train_batches))
     if fit_tile:
@@ -434,8 +411,15 @@ def calibrate(
             [
                 parameters,
                 pd.DataFrame(
-                    [{"name": "tile_tokens", "value": cost.tile_tokens, "stderr": np.nan,
-                      "unit": "tokens", "at_bound": False}]
+                    [
+                        {
+                            "name": "tile_tokens",
+                            "value": cost.tile_tokens,
+                            "stderr": np.nan,
+                            "unit": "tokens",
+                            "at_bound": False,
+                        }
+                    ]
                 ),
             ],
             ignore_index=True,
@@ -461,6 +445,35 @@ def calibrate(
     )
 
 
+def _best_tile(
+    start: CalibratedCost,
+    tiles: Sequence[int | None],
+    names: tuple[str, ...],
+    batches: Sequence[Batch],
+    measured: np.ndarray,
+) -> tuple[CalibratedCost, OptimizeResult | None]:
+    """Fit once per tile size and keep the fit with the smallest training error.
+
+    ``tiles`` holds at least one entry (``None``: no tile quantization); ties keep the earlier.
+    """
+    first, *others = tiles
+    best = _least_squares(start.with_(tile_tokens=first), names, batches, measured)
+    best_score = _score(*best, batches, measured)
+    for tile in others:
+        candidate = _least_squares(start.with_(tile_tokens=tile), names, batches, measured)
+        score = _score(*candidate, batches, measured)
+        if score < best_score:
+            best, best_score = candidate, score
+    return best
+
+
+def _score(
+    cost: CalibratedCost, solution: OptimizeResult | None, batches: Sequence[Batch], measured: np.ndarray
+) -> float:
+    """Sum of squared relative errors of a fit on its training rows."""
+    return float(np.sum(solution.fun**2)) if solution is not None else _sse(cost, batches, measured)
+
+
 def _sse(cost: CalibratedCost, batches: Sequence[Batch], measured: np.ndarray) -> float:
     residual = (_predict_ms(cost, batches) - measured) / measured
     return float(np.sum(residual**2))
@@ -468,13 +481,13 @@ def _sse(cost: CalibratedCost, batches: Sequence[Batch], measured: np.ndarray) -
 
 def _least_squares(
     start: CalibratedCost, names: tuple[str, ...], batches: Sequence[Batch], measured: np.ndarray
-) -> tuple[CalibratedCost, Any]:
+) -> tuple[CalibratedCost, OptimizeResult | None]:
     """Bounded least squares on relative error over the named parameters (scaled internally)."""
     if not names:
         return start, None
-    scales = np.array([FITTABLE[n][3] for n in names])
-    lower = np.array([FITTABLE[n][1] for n in names]) / scales
-    upper = np.array([FITTABLE[n][2] for n in names]) / scales
+    scales = np.array([FITTABLE[n].scale for n in names])
+    lower = np.array([FITTABLE[n].low for n in names]) / scales
+    upper = np.array([FITTABLE[n].high for n in names]) / scales
     x0 = np.array([float(getattr(start, n)) for n in names]) / scales
     x0 = np.clip(x0, lower, upper)
     # Start strictly inside the box: least_squares' trust region method needs it.
@@ -483,7 +496,7 @@ def _least_squares(
 
     def build(x: np.ndarray) -> CalibratedCost:
         values = {n: float(v) for n, v in zip(names, x * scales, strict=True)}
-        return dataclasses.replace(start, **values)
+        return start.with_(**values)
 
     def residuals(x: np.ndarray) -> np.ndarray:
         return (_predict_ms(build(x), batches) - measured) / measured
@@ -495,15 +508,15 @@ def _least_squares(
 
 
 def _parameter_table(
-    cost: CalibratedCost, names: tuple[str, ...], solution: Any, *, num_train: int
+    cost: CalibratedCost, names: tuple[str, ...], solution: OptimizeResult | None, *, num_train: int
 ) -> pd.DataFrame:
     columns = ["name", "value", "stderr", "unit", "at_bound"]
-    if not names:
+    if not names or solution is None:
         return pd.DataFrame(columns=columns)
-    scales = np.array([FITTABLE[n][3] for n in names])
+    scales = np.array([FITTABLE[n].scale for n in names])
     stderr = _stderr(solution.jac, solution.fun, num_train) * scales
-    lower = np.array([FITTABLE[n][1] for n in names])
-    upper = np.array([FITTABLE[n][2] for n in names])
+    lower = np.array([FITTABLE[n].low for n in names])
+    upper = np.array([FITTABLE[n].high for n in names])
     values = np.array([float(getattr(cost, n)) for n in names])
     tol = 1e-6 * (upper - lower)
     at_bound = (values <= lower + tol) | (values >= upper - tol)
@@ -512,7 +525,7 @@ def _parameter_table(
             "name": list(names),
             "value": values,
             "stderr": stderr,
-            "unit": [FITTABLE[n][0] for n in names],
+            "unit": [FITTABLE[n].unit for n in names],
             "at_bound": at_bound,
         },
         columns=columns,

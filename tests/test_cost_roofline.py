@@ -1,4 +1,4 @@
-"""The seeds' idealized step cost: every number in section 1 and the 40 ms rule of thumb."""
+"""The seeds' idealized step cost (every number in section 1), the constant cost and the contract."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ from budgetlab import (
     Batch,
     ConstantCost,
     CostModel,
-    NoBudgetMeetsTargetError,
-    budget_for_step_time,
     knee_tokens,
 )
+from budgetlab.cost import CostCurve, hardware_of, model_of, shortest_step_s
 
 
 def test_weight_read_is_4_8_ms(ideal):
@@ -64,23 +63,6 @@ def test_step_time_vectorized_shape_and_scalar(ideal):
         ideal.step_time_s([512.0, np.nan])
 
 
-def test_budget_for_40_ms_is_about_2500(ideal):
-    # 0.040 / 16.23e-6 = 2464.2 → 2,464 tokens; the seed rounds to "≈ 2,500".
-    assert budget_for_step_time(ideal, 0.040) == 2464
-    np.testing.assert_array_equal(budget_for_step_time(ideal, [0.010, 0.040]), [616, 2464])
-
-
-def test_budget_for_step_time_is_the_inverse(ideal):
-    for target_s in (0.01, 0.025, 0.04, 0.1):
-        budget = budget_for_step_time(ideal, target_s)
-        assert ideal.step_time_s(budget) <= target_s < ideal.step_time_s(budget + 1)
-
-
-def test_target_below_weight_read_names_the_fix(ideal):
-    with pytest.raises(NoBudgetMeetsTargetError, match="weight read.*tensor parallelism"):
-        budget_for_step_time(ideal, 0.004)
-
-
 def test_batch_time_uses_token_count(ideal):
     batch = Batch(num_decodes=100, decode_context_tokens=12345, prefill_tokens=(1948,), prefill_context_tokens=(0,))
     assert batch.num_tokens == 2048
@@ -115,9 +97,54 @@ def test_ideal_cost_is_frozen(ideal):
         ideal.weight_read_s = 1.0  # type: ignore[misc]
 
 
-def test_shortest_step_and_bisection(ideal):
-    from budgetlab.roofline import bisect_largest, shortest_step_s
-
+def test_shortest_step(ideal):
     assert shortest_step_s(ideal) == ideal.weight_read_s
-    assert bisect_largest(lambda n: float(n), 10.5, low=1, high=64) == 10
-    assert bisect_largest(ideal.step_time_s, 0.040, low=1, high=10_000) == 2464
+    assert shortest_step_s(ConstantCost(0.05)) == 0.05
+
+
+def test_constant_cost_step_time_is_a_method():
+    # The duration is the field (positional, as before); step_time_s is the vectorized curve
+    # every model has: the duration for any step that holds a token, 0 s for an empty one.
+    cost = ConstantCost(0.05)
+    assert cost.duration_s == 0.05
+    assert ConstantCost(duration_s=0.05) == cost
+    assert cost.step_time_s(512) == 0.05
+    assert isinstance(cost.step_time_s(512), float)
+    assert cost.step_time_s(0) == 0.0
+    np.testing.assert_array_equal(cost.step_time_s(np.array([[0, 1], [2048, 8192]])), [[0.0, 0.05], [0.05, 0.05]])
+    with pytest.raises(ValueError, match=">= 0"):
+        cost.step_time_s([1, np.nan])
+    with pytest.raises(ValueError, match="duration_s"):
+        ConstantCost(-1.0)
+
+
+def test_every_model_is_a_cost_curve(ideal):
+    from budgetlab import CalibratedCost
+
+    for cost in (ideal, ConstantCost(0.5), CalibratedCost.typical(ideal.hardware, ideal.model)):
+        assert isinstance(cost, CostCurve)
+        assert cost.step_time_s(0) == 0.0
+
+    class OnlyBatches:
+        def batch_time_s(self, batch: Batch) -> float:
+            return 1.0
+
+        def decode_run_time_s(self, *, num_decodes: int, decode_context_tokens: np.ndarray) -> np.ndarray:
+            return np.ones(np.shape(decode_context_tokens))
+
+    assert isinstance(OnlyBatches(), CostModel)
+    assert not isinstance(OnlyBatches(), CostCurve)
+
+
+def test_hardware_and_model_are_read_through_the_helpers(ideal):
+    assert hardware_of(ideal) is ideal.hardware
+    assert model_of(ideal) is ideal.model
+    assert hardware_of(ConstantCost(0.5)) is None
+    assert model_of(ConstantCost(0.5)) is None
+
+    class Labelled:  # attributes of the wrong type are not specs
+        hardware = "h100-sxm"
+        model = None
+
+    assert hardware_of(Labelled()) is None
+    assert model_of(Labelled()) is None

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from budgetlab import Batch, CostModel, IdealCost, ParameterError
-from budgetlab.calibrated import TYPICAL, CalibratedCost
 from budgetlab.catalog import data_path, hardware, list_hardware, list_models, model
+from budgetlab.cost.calibrated import TYPICAL, CalibratedCost
 
 VIDUR_TABLE = ("measured", "vidur-h100-llama2-7b-linear.csv")
 
@@ -70,8 +70,12 @@ def test_ideal_step_time_equals_ideal_cost_exactly(hw, mdl, tokens, contexts):
     assert calibrated.per_token_s == ideal.per_token_s
 
 
-@given(hw=hardware_slugs, mdl=model_slugs, num_decodes=st.integers(0, 1024),
-       contexts=st.lists(st.integers(0, 10**7), min_size=1, max_size=30))
+@given(
+    hw=hardware_slugs,
+    mdl=model_slugs,
+    num_decodes=st.integers(0, 1024),
+    contexts=st.lists(st.integers(0, 10**7), min_size=1, max_size=30),
+)
 def test_ideal_decode_run_equals_ideal_cost_exactly(hw, mdl, num_decodes, contexts):
     spec_h, spec_m = hardware(hw), model(mdl)
     ctx = np.array(contexts)
@@ -105,9 +109,7 @@ def test_typical_decode_run_matches_batch_time_bitwise(h100, mdl, tp, tile, num_
         tp = 1
     cost = CalibratedCost.typical(h100, spec, tp=tp).with_(tile_tokens=tile)
     run = cost.decode_run_time_s(num_decodes=num_decodes, decode_context_tokens=np.array(contexts))
-    one_by_one = [
-        cost.batch_time_s(Batch(num_decodes=num_decodes, decode_context_tokens=c)) for c in contexts
-    ]
+    one_by_one = [cost.batch_time_s(Batch(num_decodes=num_decodes, decode_context_tokens=c)) for c in contexts]
     assert run.tolist() == one_by_one
 
 
@@ -136,9 +138,7 @@ def test_typical_reproduces_vidur_h100_llama2_7b_within_15_percent(h100):
     relative = predicted_ms / table["step_time_ms"].to_numpy() - 1
     # 1/64/128/256/512/1024/2048/4096 tokens: measured 5.6/5.9/6.4/9.2/12.0/21.0/40.4/83.2 ms,
     # preset 5.67/5.89/6.53/9.12/12.38/21.46/40.95/80.58 ms.
-    np.testing.assert_allclose(
-        predicted_ms, [5.67, 5.89, 6.53, 9.12, 12.38, 21.46, 40.95, 80.58], atol=0.01
-    )
+    np.testing.assert_allclose(predicted_ms, [5.67, 5.89, 6.53, 9.12, 12.38, 21.46, 40.95, 80.58], atol=0.01)
     assert np.all(np.abs(relative) < 0.15)
     assert np.max(np.abs(relative)) < 0.035
 
@@ -364,9 +364,7 @@ def test_every_extra_moves_the_cost_and_switches_off(h100, llama8b, change):
         prefill_context_tokens=(700,),
     )
     assert varied.batch_time_s(batch) != base.batch_time_s(batch)
-    defaults = {
-        f.name: f.default for f in dataclasses.fields(CalibratedCost) if f.init and f.name in change
-    }
+    defaults = {f.name: f.default for f in dataclasses.fields(CalibratedCost) if f.init and f.name in change}
     assert varied.with_(**defaults) == base
 
 

@@ -10,16 +10,16 @@ import pandas as pd
 import pytest
 
 from budgetlab import BudgetlabError, ConstantCost, IdealCost
-from budgetlab.calibrate import (
+from budgetlab.catalog import data_path, model
+from budgetlab.cost.calibrated import CalibratedCost
+from budgetlab.cost.fit import (
     DEFAULT_FIT,
     CalibrationError,
     CalibrationResult,
     calibrate,
     predict_step_ms,
-    read_measurements,
 )
-from budgetlab.calibrated import CalibratedCost
-from budgetlab.catalog import data_path, model
+from budgetlab.cost.measurements import read_measurements
 
 VIDUR_TABLE = ("measured", "vidur-h100-llama2-7b-linear.csv")
 
@@ -32,9 +32,7 @@ TRUE = {
 }
 
 
-def _synthetic_table(
-    cost: CalibratedCost, *, noise: float, seed: int, num_rows: int = 48
-) -> pd.DataFrame:
+def _synthetic_table(cost: CalibratedCost, *, noise: float, seed: int, num_rows: int = 48) -> pd.DataFrame:
     """Steps mixing prompt chunks, decodes and contexts, timed by ``cost`` × (1 + noise)."""
     rng = np.random.default_rng(seed)
     prefill = rng.choice([0, 0, 1, 16, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192], size=num_rows)
@@ -80,8 +78,10 @@ def test_fit_recovers_known_parameters_within_their_uncertainty(recovered):
         # 1 % noise on 36 rows pins each parameter to a few percent of its value.
         assert stderr < 0.1 * truth
     assert params["unit"].to_dict() == {
-        "step_overhead_s": "s", "bandwidth_efficiency": "fraction",
-        "flop_efficiency": "fraction", "knee_overlap_loss": "fraction",
+        "step_overhead_s": "s",
+        "bandwidth_efficiency": "fraction",
+        "flop_efficiency": "fraction",
+        "knee_overlap_loss": "fraction",
     }
     assert not params["at_bound"].any()
 
@@ -180,8 +180,12 @@ def test_unconstrained_parameter_gets_infinite_uncertainty(h100, llama8b):
         }
     )
     result = calibrate(
-        table, hardware=h100, model=llama8b, fit=("bandwidth_efficiency", "flop_efficiency"),
-        start=CalibratedCost.ideal(h100, llama8b), holdout_fraction=0,
+        table,
+        hardware=h100,
+        model=llama8b,
+        fit=("bandwidth_efficiency", "flop_efficiency"),
+        start=CalibratedCost.ideal(h100, llama8b),
+        holdout_fraction=0,
     )
     stderr = result.parameters.set_index("name")["stderr"]
     assert np.isinf(stderr["flop_efficiency"])
@@ -200,9 +204,7 @@ def test_predict_step_ms_evaluates_any_cost_model(h100):
     np.testing.assert_array_equal(predict_step_ms(ideal, path), ideal.step_time_s(tokens) * 1e3)
     np.testing.assert_array_equal(predict_step_ms(ConstantCost(0.002), path), np.full(8, 2.0))
     typical = CalibratedCost.typical(h100, llama2)
-    np.testing.assert_array_equal(
-        predict_step_ms(typical, Path(path)), typical.step_time_s(tokens) * 1e3
-    )
+    np.testing.assert_array_equal(predict_step_ms(typical, Path(path)), typical.step_time_s(tokens) * 1e3)
 
 
 def test_predict_builds_one_chunk_and_decodes_with_context(h100, llama8b):
@@ -280,13 +282,11 @@ def test_calibration_error_is_a_value_error():
 
 
 def test_fewer_rows_than_parameters(h100, llama8b):
-    with pytest.raises(CalibrationError, match="3 usable training row.*4 free parameter.*fit fewer"):
+    with pytest.raises(CalibrationError, match=r"3 usable training row.*4 free parameter.*fit fewer"):
         calibrate(pd.DataFrame(GOOD), hardware=h100, model=llama8b, holdout_fraction=0)
     # Eight rows, a quarter held back: 6 train rows are enough for 4 parameters, but not 7.
     with pytest.raises(CalibrationError, match="lower holdout_fraction"):
-        calibrate(
-            data_path(*VIDUR_TABLE), hardware=h100, model=model("llama-2-7b"), holdout_fraction=0.75
-        )
+        calibrate(data_path(*VIDUR_TABLE), hardware=h100, model=model("llama-2-7b"), holdout_fraction=0.75)
 
 
 def test_rows_equal_to_parameters_fit_without_uncertainty(h100, llama8b):
@@ -331,7 +331,9 @@ def test_missing_file_and_wrong_type(h100, llama8b, tmp_path):
 def test_start_for_another_model_is_refused(h100, llama8b):
     with pytest.raises(CalibrationError, match="measurements are for"):
         calibrate(
-            data_path(*VIDUR_TABLE), hardware=h100, model=model("llama-2-7b"),
+            data_path(*VIDUR_TABLE),
+            hardware=h100,
+            model=model("llama-2-7b"),
             start=CalibratedCost.typical(h100, llama8b),
         )
 
@@ -339,3 +341,130 @@ def test_start_for_another_model_is_refused(h100, llama8b):
 def test_unknown_slug_is_a_lookup_error(llama8b):
     with pytest.raises(LookupError, match="unknown hardware"):
         calibrate(data_path(*VIDUR_TABLE), hardware="h1000", model=llama8b)
+
+
+def test_hardware_or_model_of_the_wrong_type_is_a_parameter_error(h100, llama8b):
+    from budgetlab import ParameterError
+
+    with pytest.raises(ParameterError, match="hardware must be a hardware slug such as 'h100-sxm'"):
+        calibrate(data_path(*VIDUR_TABLE), hardware=None, model=llama8b)  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="model must be a model slug"):
+        calibrate(data_path(*VIDUR_TABLE), hardware=h100, model=7)  # type: ignore[arg-type]
+
+
+def test_fittable_parameters_are_named_records():
+    from budgetlab.cost import FITTABLE, Fittable
+
+    overhead = FITTABLE["step_overhead_s"]
+    assert isinstance(overhead, Fittable)
+    assert (overhead.unit, overhead.low, overhead.high, overhead.scale) == ("s", 0.0, 1.0, 1e-3)
+    assert FITTABLE["bandwidth_efficiency"] == Fittable(unit="fraction", low=1e-3, high=1.0, scale=1.0)
+    assert set(DEFAULT_FIT) < set(FITTABLE)
+    with pytest.raises(TypeError):
+        FITTABLE["tile_tokens"] = Fittable("tokens", 1, 256, 64)  # type: ignore[index]
+
+
+def test_numbers_are_the_report_values(h100, llama8b):
+    # Hand-built result: 2 ms ± 0.5 ms (relative 0.25), 0.8 ± 0.02 (0.025) at a bound, 0 ± 0.1.
+    parameters = pd.DataFrame(
+        {
+            "name": ["step_overhead_s", "bandwidth_efficiency", "knee_overlap_loss"],
+            "value": [2e-3, 0.8, 0.0],
+            "stderr": [0.5e-3, 0.02, 0.1],
+            "unit": ["s", "fraction", "fraction"],
+            "at_bound": [False, True, False],
+        }
+    )
+    table = pd.DataFrame({"split": ["train", "train", "train", "holdout"]})
+    result = CalibrationResult(
+        cost=CalibratedCost.typical(h100, llama8b),
+        parameters=parameters,
+        train_mape=0.03,
+        train_max_error=0.07,
+        holdout_mape=0.05,
+        holdout_max_error=0.05,
+        table=table,
+    )
+    numbers = result.numbers()
+    assert numbers == {
+        "parameters": {
+            "step_overhead_s": {"value": 2e-3, "stderr": 0.5e-3, "relative_stderr": 0.25, "at_bound": False},
+            "bandwidth_efficiency": {"value": 0.8, "stderr": 0.02, "relative_stderr": 0.02 / 0.8, "at_bound": True},
+            "knee_overlap_loss": {"value": 0.0, "stderr": 0.1, "relative_stderr": math.inf, "at_bound": False},
+        },
+        "train_mape": 0.03,
+        "train_max_error": 0.07,
+        "holdout_mape": 0.05,
+        "holdout_max_error": 0.05,
+        "num_train": 3,
+        "num_holdout": 1,
+    }
+    assert all(type(v) in (float, int, dict) for v in numbers.values())  # plain JSON values
+
+
+def test_numbers_of_a_real_fit(recovered):
+    numbers = recovered.numbers()
+    assert list(numbers["parameters"]) == list(DEFAULT_FIT)
+    for name, row in recovered.parameters.set_index("name").iterrows():
+        assert numbers["parameters"][name]["value"] == row.value
+        assert numbers["parameters"][name]["relative_stderr"] == pytest.approx(row.stderr / abs(row.value))
+    assert numbers["num_train"] + numbers["num_holdout"] == len(recovered.table)
+    assert numbers["holdout_mape"] == recovered.holdout_mape
+
+
+def test_measured_batches_one_chunk_and_decodes_with_context():
+    from budgetlab import Batch
+    from budgetlab.cost import measured_batches
+
+    frame = read_measurements(
+        pd.DataFrame(
+            {
+                "num_prefill_tokens": [512, 0, 7],
+                "num_decode_tokens": [20, 64, 0],
+                "context_tokens": [1000, 3000, 0],
+                "step_time_ms": [1, 1, 1],
+            }
+        )
+    )
+    assert measured_batches(frame) == [
+        Batch(num_decodes=20, decode_context_tokens=20_000, prefill_tokens=(512,), prefill_context_tokens=(1000,)),
+        Batch(num_decodes=64, decode_context_tokens=192_000),
+        Batch(prefill_tokens=(7,), prefill_context_tokens=(0,)),
+    ]
+
+
+def test_residuals_and_their_summary_by_hand():
+    # Rows measured at 1 ms and 4 ms; a constant 2 ms step is off by +1 ms (+100 %) and
+    # −2 ms (−50 %): MAPE 75 %, worst 100 %, mean +25 %. A 1 ms step: 0 and −75 %.
+    from budgetlab.cost import residual_summary, residuals
+
+    table = pd.DataFrame(
+        {"num_prefill_tokens": [16, 0], "num_decode_tokens": [0, 8], "step_time_ms": [1.0, 4.0], "source": "x"}
+    )
+    frame = residuals(table, {"two": ConstantCost(0.002), "one": ConstantCost(0.001)})
+    assert list(frame.columns) == [
+        "num_prefill_tokens",
+        "num_decode_tokens",
+        "context_tokens",
+        "step_time_ms",
+        "cost_model",
+        "predicted_ms",
+        "residual_ms",
+        "relative_error",
+    ]
+    assert frame.cost_model.tolist() == ["two", "two", "one", "one"]
+    assert frame.predicted_ms.tolist() == [2.0, 2.0, 1.0, 1.0]
+    assert frame.residual_ms.tolist() == [1.0, -2.0, 0.0, -3.0]
+    assert frame.relative_error.tolist() == [1.0, -0.5, 0.0, -0.75]
+    summary = residual_summary(frame)
+    assert summary.index.tolist() == ["two", "one"]
+    assert summary.loc["two"].tolist() == [0.75, 1.0, 0.25]
+    assert summary.loc["one"].tolist() == [0.375, 0.75, -0.375]
+
+
+def test_residuals_keep_the_split_of_a_fit(recovered):
+    from budgetlab.cost import residuals
+
+    frame = residuals(recovered.table, {"fitted": recovered.cost})
+    assert frame.split.tolist() == recovered.table.split.tolist()
+    np.testing.assert_array_equal(frame.predicted_ms, recovered.table.predicted_ms)

@@ -1,6 +1,6 @@
 """The calibrated step cost: what real forward passes add to the seeds' idealized roofline.
 
-:class:`~budgetlab.roofline.IdealCost` says a step of ``n`` tokens takes
+:class:`~budgetlab.cost.IdealCost` says a step of ``n`` tokens takes
 ``max(weight_bytes / bandwidth, n × 2 × params / peak_flops)``. Real steps are slower, and how
 much slower depends on what the step holds, not only on how many tokens: a later prompt chunk
 attends to every earlier one, and every decode re-reads its whole KV cache.
@@ -74,7 +74,7 @@ A step of 0 tokens is not run and costs 0 s.
 With every extra off (``attention``, ``kv_reads``, ``moe`` false, ``tile_tokens`` None, ``tp``
 1, overheads 0, ``knee_overlap_loss`` 0) and both efficiencies 1, every term above reduces to the
 seeds' ``max(weight_read_s, n × per_token_s)`` with the same floating-point operations in the
-same order as :class:`~budgetlab.roofline.IdealCost`, so the two agree to the last bit.
+same order as :class:`~budgetlab.cost.IdealCost`, so the two agree to the last bit.
 
 Sources: the roofline model (Williams, Waterman & Patterson, CACM 2009); attention FLOPs
 (Kaplan et al. 2020, §2.1, with the causal half counted); ring all-reduce cost (Patarasuk &
@@ -97,24 +97,25 @@ from numpy.typing import ArrayLike
 from budgetlab._checks import flag, int_at_least, number_in
 from budgetlab.errors import ParameterError
 from budgetlab.memory import check_tp, kv_bytes_per_token, weight_bytes_per_gpu
-from budgetlab.roofline import Batch
-from budgetlab.specs import HardwareSpec, ModelSpec
+from budgetlab.specs import Batch, HardwareSpec, ModelSpec
 
 __all__ = ["CalibratedCost", "TYPICAL"]
 
 #: The preset of :meth:`CalibratedCost.typical` (see its docstring for the sources); read-only.
-TYPICAL: Mapping[str, Any] = MappingProxyType({
-    "step_overhead_s": 0.0,
-    "layer_overhead_s": 20e-6,
-    "bandwidth_efficiency": 0.80,
-    "flop_efficiency": 0.70,
-    "knee_overlap_loss": 0.70,
-    "attention": True,
-    "kv_reads": True,
-    "tile_tokens": None,
-    "moe": True,
-    "all_reduce": True,
-})
+TYPICAL: Mapping[str, Any] = MappingProxyType(
+    {
+        "step_overhead_s": 0.0,
+        "layer_overhead_s": 20e-6,
+        "bandwidth_efficiency": 0.80,
+        "flop_efficiency": 0.70,
+        "knee_overlap_loss": 0.70,
+        "attention": True,
+        "kv_reads": True,
+        "tile_tokens": None,
+        "moe": True,
+        "all_reduce": True,
+    }
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -299,7 +300,8 @@ class CalibratedCost:
                                             inputs 0.29 ms, sampler 0.89 ms at batch 8)
                                             shows what a step can add; vLLM V1 overlaps much
                                             of it with the GPU, so the preset adds none.
-                                            Measure yours with :func:`budgetlab.calibrate`.
+                                            Measure yours with :func:`budgetlab.calibrate`
+                                            (:mod:`budgetlab.cost.fit`).
         ========================  ========  ================================================
 
         With ``attention=False`` the preset reproduces the profile's eight published points
@@ -365,9 +367,7 @@ class CalibratedCost:
         else:
             # math.pow on each distinct value, as the scalar path does: identical bits.
             values, inverse = np.unique(tokens, return_inverse=True)
-            touched = np.array(
-                [c.num_experts * (1.0 - math.pow(c.miss_fraction, v)) for v in values.tolist()]
-            )
+            touched = np.array([c.num_experts * (1.0 - math.pow(c.miss_fraction, v)) for v in values.tolist()])
             experts = touched[inverse.reshape(tokens.shape)] if values.size else np.zeros(tokens.shape)
         return float(experts) if experts.ndim == 0 else experts
 
@@ -400,10 +400,7 @@ class CalibratedCost:
         """
         tokens = np.asarray(num_tokens, dtype=float)
         c = self._constants
-        if not c.all_reduce:
-            out = np.zeros(tokens.shape)
-        else:
-            out = c.all_reduce_fixed_s + tokens * c.all_reduce_per_token_s
+        out = c.all_reduce_fixed_s + tokens * c.all_reduce_per_token_s if c.all_reduce else np.zeros(tokens.shape)
         return float(out) if out.ndim == 0 else out
 
     # ----------------------------------------------------------------------------------------
@@ -503,9 +500,7 @@ class CalibratedCost:
         kv_tokens = prefill_context + decode_context
         return float(self._time_s(tokens, pairs, kv_tokens, self._weight_read_s(tokens)))
 
-    def decode_run_time_s(
-        self, *, num_decodes: int, decode_context_tokens: np.ndarray
-    ) -> np.ndarray:
+    def decode_run_time_s(self, *, num_decodes: int, decode_context_tokens: np.ndarray) -> np.ndarray:
         """Times of consecutive decode-only steps [s], equal to :meth:`batch_time_s` bit for bit.
 
         Parameters
@@ -547,4 +542,3 @@ class _Constants:
     shared_params: float
     expert_params: float
     dtype_bytes: float
-

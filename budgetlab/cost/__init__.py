@@ -1,0 +1,98 @@
+"""Step-cost models: how long one engine step (one forward pass) takes, and how we know.
+
+A *cost model* turns a step's composition (a :class:`~budgetlab.specs.Batch`: decodes, their
+context, prefill chunks) into seconds. The simulator, the sweeps, the budget scenarios and the
+notebooks all take one; they rely only on the :class:`CostModel` contract.
+
+The family, and where each member lives
+---------------------------------------
+:mod:`budgetlab.cost.protocol`
+    The contract: :class:`CostModel` (``batch_time_s``, ``decode_run_time_s``, with their
+    pre- and postconditions and the bit-equality rule between them), :class:`CostCurve`
+    (adds the vectorized ``step_time_s(num_tokens)`` every budgetlab model has), and
+    :func:`hardware_of` / :func:`model_of`, the one way to read the optional ``hardware`` and
+    ``model`` attributes. It sits at the bottom of the package, so every module can import it.
+:mod:`budgetlab.cost.roofline`
+    The seeds' idealized :class:`IdealCost` (``max(weight read, token math)``),
+    :class:`ConstantCost` (every step the same: time counted in steps), and two landmarks,
+    :func:`knee_tokens` and :func:`shortest_step_s`.
+:mod:`budgetlab.cost.calibrated`
+    :class:`CalibratedCost`: the roofline plus overheads, efficiencies, attention, KV reads,
+    GEMM tiles, mixture of experts and tensor parallelism, each term documented and
+    switchable; :data:`TYPICAL` is its preset. With every extra off it equals
+    :class:`IdealCost` to the last bit.
+:mod:`budgetlab.cost.inverse`
+    :func:`budget_for_step_time`, the largest token budget whose step meets a time target, and
+    the bisection it uses (:func:`bisect_largest`).
+:mod:`budgetlab.cost.measurements`
+    :func:`read_measurements`: the measured-step table (CSV or DataFrame) read and checked;
+    :func:`measured_batches` turns its rows into batches.
+:mod:`budgetlab.cost.fit`
+    :func:`calibrate` fits a :class:`CalibratedCost` to measured steps
+    (:class:`CalibrationResult`, with ``.summary()`` and ``.numbers()``);
+    :func:`predict_step_ms`, :func:`residuals` and :func:`residual_summary` score any cost
+    model on them. scipy loads only when a fit runs.
+
+Which model to use
+------------------
+:class:`ConstantCost` for hand-worked scheduling examples, :class:`IdealCost` for the seeds'
+numbers and the shape of every trade-off, ``CalibratedCost.typical`` for realistic magnitudes,
+and ``calibrate(...).cost`` once you have measured your own steps. Your own class works
+anywhere too, if it keeps the contract in :mod:`budgetlab.cost.protocol`.
+"""
+
+from __future__ import annotations
+
+from budgetlab.cost.calibrated import TYPICAL, CalibratedCost
+from budgetlab.cost.fit import (
+    DEFAULT_FIT,
+    FITTABLE,
+    TILE_CANDIDATES,
+    CalibrationError,
+    CalibrationResult,
+    Fittable,
+    calibrate,
+    predict_step_ms,
+    residual_summary,
+    residuals,
+)
+from budgetlab.cost.inverse import MAX_SEARCH_TOKENS, bisect_largest, budget_for_step_time
+from budgetlab.cost.measurements import REQUIRED_COLUMNS, TOKEN_COLUMNS, measured_batches, read_measurements
+from budgetlab.cost.protocol import CostCurve, CostModel, hardware_of, model_of
+from budgetlab.cost.roofline import ConstantCost, IdealCost, knee_tokens, shortest_step_s
+
+__all__ = [
+    # the contract
+    "CostModel",
+    "CostCurve",
+    "hardware_of",
+    "model_of",
+    # the models
+    "IdealCost",
+    "ConstantCost",
+    "CalibratedCost",
+    "TYPICAL",
+    "knee_tokens",
+    "shortest_step_s",
+    # the inverse
+    "budget_for_step_time",
+    "bisect_largest",
+    "MAX_SEARCH_TOKENS",
+    # measurements
+    "read_measurements",
+    "measured_batches",
+    "REQUIRED_COLUMNS",
+    "TOKEN_COLUMNS",
+    # the fit, and what it may fit
+    "calibrate",
+    "CalibrationResult",
+    "CalibrationError",
+    "Fittable",
+    "FITTABLE",
+    "DEFAULT_FIT",
+    "TILE_CANDIDATES",
+    # scoring any cost model on measured steps
+    "predict_step_ms",
+    "residuals",
+    "residual_summary",
+]
