@@ -21,8 +21,7 @@ import argparse
 import os
 import time
 
-from budgetlab import EngineConfig
-from budgetlab.sweep import SLO, SerialExecutor, SyntheticWorkload, capacity, sweep
+from budgetlab import SLO, EngineConfig, SerialExecutor, SyntheticWorkload, capacity, sweep
 
 BUDGETS = (512, 1024, 2048, 4096, 8192)
 CAPS = (64, 128, 256, 512)
@@ -66,9 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"sweep in one process: {wall_1:.1f} s wall (CPU {cpu_1:.1f} s); pool speedup {wall_1 / wall:.2f}×")
 
     engine = EngineConfig(max_num_batched_tokens=2304, max_num_seqs=256)
-    result, wall, cpu = _timed(
-        lambda: capacity(workload, slo=SLO_SEED, engine=engine, hardware=HARDWARE, model=MODEL)
-    )
+    result, wall, cpu = _timed(lambda: capacity(workload, slo=SLO_SEED, engine=engine, hardware=HARDWARE, model=MODEL))
     print(
         f"capacity search ({SLO_SEED}, budget 2,304, max_num_seqs 256, tolerance "
         f"{result.tolerance_fraction:.0%}): {wall:.2f} s wall, CPU {cpu:.2f} s, "

@@ -4,19 +4,57 @@ One definition of each test, so every module agrees that ``True`` is not an int,
 ``numpy.int64(3)`` is one, and that NaN and infinity are not numbers of seconds or tokens. Each
 check raises the exception class its caller names (``ConfigError`` for engine settings,
 ``ParameterError`` for sweep and cost-model arguments, ``ValueError`` for plain inputs) with the
-message ``"{name} must be {what}, got {value!r}{hint}"``.
+message ``"{name} must be {what}, got {value!r}{hint}"``. A caller that separates a value of the
+wrong *type* from one out of range (the workload generators raise ``TypeError`` for the first and
+``ValueError`` for the second) passes ``type_error=TypeError`` as well, or ``**PLAIN_ERRORS``.
+
+The basic tests are :func:`is_int`, :func:`is_number` and :func:`is_flag`; the checks built on
+them are :func:`int_at_least`, :func:`number_in` and :func:`flag`, and the shorthands the
+experiments and workloads share: :func:`random_seed`, :func:`positive_rate`,
+:func:`finite_number`, :func:`fraction_in`, :func:`positive_factors` and :func:`grid_axis`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from numbers import Integral, Real
+from typing import Final, TypedDict, TypeVar
 
 import numpy as np
 
 from budgetlab.errors import ParameterError
 
-__all__ = ["is_int", "is_number", "is_flag", "int_at_least", "number_in", "flag"]
+__all__ = [
+    "is_int",
+    "is_number",
+    "is_flag",
+    "int_at_least",
+    "number_in",
+    "flag",
+    "random_seed",
+    "positive_rate",
+    "finite_number",
+    "fraction_in",
+    "positive_factors",
+    "grid_axis",
+    "ErrorClasses",
+    "PLAIN_ERRORS",
+]
+
+T = TypeVar("T")
+
+
+class ErrorClasses(TypedDict):
+    """The two exception classes a check raises: for a bad value and for a value of the wrong type."""
+
+    error: type[Exception]
+    type_error: type[Exception] | None
+
+
+PLAIN_ERRORS: Final[ErrorClasses] = {"error": ValueError, "type_error": TypeError}
+"""``TypeError`` for a value of the wrong type, ``ValueError`` for one out of range: the errors of
+plain programming inputs (the workload generators), passed as ``check(name, value, **PLAIN_ERRORS)``."""
 
 
 def is_int(value: object) -> bool:
@@ -42,6 +80,7 @@ def int_at_least(
     *,
     what: str | None = None,
     error: type[Exception] = ParameterError,
+    type_error: type[Exception] | None = None,
 ) -> int:
     """``value`` as an int, if it is one and at least ``minimum``; else ``error``.
 
@@ -57,9 +96,14 @@ def int_at_least(
         The message's description; default ``"an int >= {minimum}"``.
     error : type
         Exception class raised.
+    type_error : type, optional
+        Exception class raised instead of ``error`` when ``value`` is not an int at all.
     """
-    if not is_int(value) or value < minimum:  # type: ignore[operator]
-        raise error(f"{name} must be {what or f'an int >= {minimum}'}, got {value!r}")
+    message = f"{name} must be {what or f'an int >= {minimum}'}, got {value!r}"
+    if not is_int(value):
+        raise (type_error or error)(message)
+    if value < minimum:  # type: ignore[operator]
+        raise error(message)
     return int(value)  # type: ignore[call-overload]
 
 
@@ -74,6 +118,7 @@ def number_in(
     high_open: bool = False,
     hint: str = "",
     error: type[Exception] = ParameterError,
+    type_error: type[Exception] | None = None,
 ) -> float:
     """``value`` as a float, if it is a finite number within the bounds; else ``error``.
 
@@ -91,14 +136,18 @@ def number_in(
         Appended to the message (``"; vLLM's default is 0.9"``).
     error : type
         Exception class raised.
+    type_error : type, optional
+        Exception class raised instead of ``error`` when ``value`` is not a number at all.
     """
-    if is_number(value):
-        number = float(value)  # type: ignore[arg-type]
-        above = low < number if low_open else low <= number
-        below = number < high if high_open else number <= high
-        if math.isfinite(number) and above and below:
-            return number
-    raise error(f"{name} must be {what}, got {value!r}{hint}")
+    message = f"{name} must be {what}, got {value!r}{hint}"
+    if not is_number(value):
+        raise (type_error or error)(message)
+    number = float(value)  # type: ignore[arg-type]
+    above = low < number if low_open else low <= number
+    below = number < high if high_open else number <= high
+    if math.isfinite(number) and above and below:
+        return number
+    raise error(message)
 
 
 def flag(name: str, value: object, *, error: type[Exception] = ParameterError) -> bool:
@@ -106,3 +155,87 @@ def flag(name: str, value: object, *, error: type[Exception] = ParameterError) -
     if not is_flag(value):
         raise error(f"{name} must be True or False, got {value!r}")
     return bool(value)
+
+
+def random_seed(
+    name: str, value: object, *, error: type[Exception] = ParameterError, type_error: type[Exception] | None = None
+) -> int:
+    """``value`` as a seed of a random stream: an int >= 0 [-]."""
+    return int_at_least(name, value, 0, error=error, type_error=type_error)
+
+
+def positive_rate(
+    name: str, value: object, *, error: type[Exception] = ParameterError, type_error: type[Exception] | None = None
+) -> float:
+    """``value`` as an offered load or arrival rate: a finite number > 0 [1/s]."""
+    what = "a finite number of requests per second > 0"
+    return number_in(name, value, low=0.0, low_open=True, what=what, error=error, type_error=type_error)
+
+
+def finite_number(
+    name: str,
+    value: object,
+    *,
+    positive: bool,
+    unit: str = "",
+    error: type[Exception] = ParameterError,
+    type_error: type[Exception] | None = None,
+) -> float:
+    """``value`` as a finite float, > 0 when ``positive`` else >= 0.
+
+    ``name``, ``value``, ``error`` and ``type_error`` are as in :func:`number_in`; ``positive``
+    says whether 0 is refused, and ``unit`` is the unit the message names (``"1/s"``,
+    ``"tokens"``; ``""`` for none).
+    """
+    units = f" [{unit}]" if unit else ""
+    what = f"a finite number {'> 0' if positive else '>= 0'}{units}"
+    return number_in(name, value, low=0.0, low_open=positive, what=what, error=error, type_error=type_error)
+
+
+def fraction_in(
+    name: str, value: object, *, low: float = 0.0, high: float = 1.0, error: type[Exception] = ParameterError
+) -> float:
+    """``value`` as a float strictly between ``low`` and ``high`` (a relative tolerance, say) [-]."""
+    what = f"a number in ({low:g}, {high:g})"
+    return number_in(name, value, low=low, high=high, low_open=True, high_open=True, what=what, error=error)
+
+
+def positive_factors(name: str, values: object, *, error: type[Exception] = ParameterError) -> tuple[float, ...]:
+    """``values`` as a non-empty tuple of finite floats > 0 (multiples of a first guess, say) [-]."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+        raise error(f"{name} must be a non-empty sequence of positive numbers, got {values!r}")
+    return tuple(
+        number_in(f"{name}[{i}]", v, low=0.0, low_open=True, what="a finite number > 0", error=error)
+        for i, v in enumerate(values)
+    )
+
+
+def grid_axis(
+    name: str,
+    values: object,
+    check: Callable[[str, object], T],
+    *,
+    error: type[Exception] = ParameterError,
+) -> tuple[T, ...]:
+    """A non-empty axis of a grid without repeats, each value passed through ``check``.
+
+    A scalar (a string included) is an axis of one. ``check(f"{name}[{i}]", value)`` validates
+    and converts each value.
+
+    Raises
+    ------
+    error
+        An empty axis, or a value given twice (a repeated grid point would only duplicate rows).
+    """
+    scalar = isinstance(values, (str, bytes)) or not isinstance(values, Iterable)
+    items_in: Iterable[object] = (values,) if scalar else values  # type: ignore[assignment]
+    items = tuple(check(f"{name}[{i}]", v) for i, v in enumerate(items_in))
+    if not items:
+        raise error(f"{name} is empty; give at least one value")
+    repeated = sorted({str(v) for v in items if items.count(v) > 1})
+    if repeated:
+        raise error(
+            f"{name} repeats {', '.join(repeated)}; each grid value once, please "
+            "(a repeated point would only duplicate rows)"
+        )
+    return items

@@ -7,6 +7,12 @@ the built-in types keep working.
 
 from __future__ import annotations
 
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # errors.py sits below every module; the SLO types only annotate
+    from budgetlab.experiments.slo import Violation
+
 
 class BudgetlabError(Exception):
     """Base class of every error budgetlab raises on purpose."""
@@ -47,18 +53,46 @@ class CalibrationError(BudgetlabError, ValueError):
     """A measurement table or fit request that cannot give a meaningful calibration."""
 
 
-class SLOUnattainableError(BudgetlabError, ValueError):
+class CapacitySearchError(BudgetlabError, ValueError):
+    """A capacity search that ended at an end of the offered-load range it searched.
+
+    The base of :class:`SLOUnattainableError` (the SLO fails even at the lowest load) and
+    :class:`CapacityAboveBoundsError` (it still holds at the highest); catch it to handle both.
+
+    Parameters
+    ----------
+    message : str
+        What happened and what to change.
+    rate_per_s : float
+        The load at that end [1/s]; NaN when unknown.
+    violations : tuple of Violation
+        The limits broken at ``rate_per_s``, worst first; empty when none or unknown.
+
+    Attributes
+    ----------
+    rate_per_s : float
+    violations : tuple of Violation
+    """
+
+    def __init__(self, message: str, *, rate_per_s: float = math.nan, violations: tuple[Violation, ...] = ()) -> None:
+        super().__init__(message)
+        self.rate_per_s = float(rate_per_s)
+        self.violations = tuple(violations)
+
+
+class SLOUnattainableError(CapacitySearchError):
     """The SLO fails even at the lowest offered load searched: no load meets it.
 
-    Attributes (when raised by :func:`budgetlab.sweep.capacity`): ``rate_per_s``, the lowest
-    load tried [1/s], and ``violations``, the limits broken there (worst first).
+    ``rate_per_s`` is the lowest load tried [1/s]; NaN when the error is not about one load (the
+    tuner's "no budget meets the SLO"). ``violations`` are the limits broken there, worst first.
     """
 
 
-class CapacityAboveBoundsError(BudgetlabError, ValueError):
+class CapacityAboveBoundsError(CapacitySearchError):
     """The SLO still holds at the highest offered load searched: capacity is above it.
 
-    Attribute ``rate_per_s``: the highest load at which it held [1/s].
+    ``rate_per_s`` is the highest load at which the SLO held [1/s]; ``violations`` is always
+    empty (nothing broke).
     """
 
 

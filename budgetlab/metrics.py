@@ -19,12 +19,20 @@ Throughput ``throughput_tokens_per_s``
     Output tokens of all requests divided by the makespan, ``last finish − first arrival`` [s].
 Gates ``step_gates``
     After the scheduler filled a step, requests still waiting were held back by one of the three
-    gates: ``slot`` (the running list holds ``max_num_seqs`` requests), ``budget`` (the step's
-    tokens reached ``max_num_batched_tokens``) or ``kv`` (neither, so the head of the queue did
-    not fit the free KV blocks; a step that preempted someone skips admission altogether and
-    counts here too). ``none`` marks a step with nobody waiting. Every report that says which
-    gate binds (the sweeps' gate diagnostics, notebook 05's gate shares) uses this one
-    classification.
+    gates of :class:`budgetlab.admission.Gate`, the package's one gate vocabulary: ``slot``
+    (the running list holds ``max_num_seqs`` requests), ``budget`` (the step's tokens reached
+    ``max_num_batched_tokens``) or ``kv`` (neither, so the head of the queue did not fit the free
+    KV blocks; a step that preempted someone skips admission altogether and counts here too).
+    ``none`` marks a step with nobody waiting. The strings are the members' keys
+    (``Gate.KV.key == "kv"``) and ``Gate(key).label`` is the gate in words. Every report that
+    says which gate binds (:func:`gate_stats` in every sweep row, the tuner's binding gate,
+    notebook 05's gate shares) uses this one classification.
+
+Numbers of whole runs
+---------------------
+:func:`timeline` bins a run's steps in time (what notebook 05's timelines draw),
+:func:`gate_shares` weighs each gate by the busy time it held requests back, and
+:func:`run_numbers` gathers a run's configuration, summary and :func:`busy_stats` in one dict.
 
 Percentiles
 -----------
@@ -36,13 +44,36 @@ Fan type 7). The inter-token gaps are stored compressed, as (value, multiplicity
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-__all__ = ["quantile", "summarize", "SUMMARY_QUANTILES", "GATES", "step_gates", "busy_stats"]
+from budgetlab.admission import Gate
+from budgetlab.specs import EngineConfig
+
+if TYPE_CHECKING:  # the simulator imports this module
+    from budgetlab.simulator import SimResult
+
+__all__ = [
+    "quantile",
+    "summarize",
+    "SUMMARY_QUANTILES",
+    "GATES",
+    "step_gates",
+    "busy_stats",
+    "gate_stats",
+    "GATE_STATS",
+    "GATE_FRACTION_COLUMNS",
+    "run_end_s",
+    "timeline",
+    "gate_shares",
+    "run_numbers",
+]
 
 SUMMARY_QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 
@@ -75,10 +106,7 @@ def quantile(values: ArrayLike, q: ArrayLike, *, weights: ArrayLike | None = Non
         raise ValueError(f"quantiles must lie in [0, 1], got {q!r}")
     vals = np.asarray(values, dtype=float).ravel()
     if weights is None:
-        if vals.size == 0:
-            out = np.full(q_arr.shape, np.nan)
-        else:
-            out = np.asarray(np.quantile(vals, q_arr))
+        out = np.full(q_arr.shape, np.nan) if vals.size == 0 else np.asarray(np.quantile(vals, q_arr))
         return float(out) if out.ndim == 0 else out
     w = np.asarray(weights).ravel()
     if w.shape != vals.shape:
@@ -152,9 +180,9 @@ def summarize(
     qs = np.array([quantiles[k] for k in labels], dtype=float)
     ttft = first_token_at_s - arrival_at_s
     e2e = finished_at_s - arrival_at_s
-    ttft_q = quantile(ttft, qs)
-    e2e_q = quantile(e2e, qs)
-    itl_q = quantile(gap_values_s, qs, weights=gap_weights)
+    ttft_q = np.asarray(quantile(ttft, qs))  # an array: qs is one
+    e2e_q = np.asarray(quantile(e2e, qs))
+    itl_q = np.asarray(quantile(gap_values_s, qs, weights=gap_weights))
     num_gaps = int(np.sum(gap_weights)) if len(gap_weights) else 0
     makespan = float(np.max(finished_at_s) - np.min(arrival_at_s))
     num_output = int(np.sum(output_tokens))
@@ -174,7 +202,7 @@ def summarize(
     summary["makespan_s"] = makespan
     summary["throughput_tokens_per_s"] = num_output / makespan if makespan > 0 else float("nan")
     summary["requests_per_s"] = len(arrival_at_s) / makespan if makespan > 0 else float("nan")
-    summary["num_requests"] = int(len(arrival_at_s))
+    summary["num_requests"] = len(arrival_at_s)
     summary["num_prompt_tokens"] = int(np.sum(prompt_tokens))
     summary["num_output_tokens"] = num_output
     summary["num_steps"] = int(num_steps)
@@ -185,8 +213,9 @@ def summarize(
     return summary
 
 
-#: What held a step's waiting requests back (see "Gates" above), in the order reports list them.
-GATES = ("slot", "budget", "kv", "none")
+#: What held a step's waiting requests back (see "Gates" above), in the order reports list them:
+#: the keys of :class:`budgetlab.admission.Gate` (``"slot"``, ``"budget"``, ``"kv"``, ``"none"``).
+GATES = tuple(gate.key for gate in Gate)
 
 
 def step_gates(steps: pd.DataFrame, *, max_num_seqs: int, max_num_batched_tokens: int) -> pd.DataFrame:
@@ -217,6 +246,8 @@ def step_gates(steps: pd.DataFrame, *, max_num_seqs: int, max_num_batched_tokens
         * ``kv``: requests wait and neither of the above (the head of the queue did not fit the
           free KV blocks), or the step preempted someone (a preempted request waits again);
         * ``none``: nobody waits.
+
+        (the keys of :class:`budgetlab.admission.Gate`; ``Gate(key).label`` in words).
     """
     tokens = steps["num_decode_tokens"].to_numpy() + steps["num_prefill_tokens"].to_numpy()
     waiting = steps["num_waiting"].to_numpy() > 0
@@ -226,7 +257,7 @@ def step_gates(steps: pd.DataFrame, *, max_num_seqs: int, max_num_batched_tokens
     slot = waiting & ~preempted & at_cap
     budget = waiting & ~preempted & ~slot & budget_full
     kv = waiting & ~slot & ~budget
-    gate = np.select([slot, budget, kv], ["slot", "budget", "kv"], default="none")
+    gate = np.select([slot, budget, kv], [Gate.SLOT.key, Gate.BUDGET.key, Gate.KV.key], default=Gate.NONE.key)
     return pd.DataFrame(
         {"num_tokens": tokens, "at_cap": at_cap, "budget_full": budget_full, "gate": gate.astype(object)},
         index=steps.index,
@@ -259,4 +290,219 @@ def busy_stats(steps: pd.DataFrame, *, makespan_s: float) -> dict[str, float | i
         "running_max": int(steps["num_running"].max()),
         "tokens_per_step_mean": float(np.sum(tokens * weight) / busy),
         "busy_fraction": min(busy / makespan_s, 1.0) if makespan_s > 0 else 1.0,
+    }
+
+
+GATE_FRACTION_COLUMNS: Mapping[Gate, str] = MappingProxyType(
+    {
+        Gate.SLOT: "cap_bound_fraction",
+        Gate.BUDGET: "budget_full_fraction",
+        Gate.KV: "kv_blocked_fraction",
+    }
+)
+"""The :func:`gate_stats` column that measures each gate (the sweep tables' column names)."""
+
+GATE_STATS = (*GATE_FRACTION_COLUMNS.values(), "budget_utilization_fraction")
+"""Columns :func:`gate_stats` adds to every sweep row."""
+
+
+def gate_stats(result: SimResult, *, engine: EngineConfig) -> dict[str, float]:
+    """Which of the three gates held requests back, from a simulation's step table.
+
+    Built on :func:`step_gates`, the one per-step classification every report uses; the
+    columns per gate are :data:`GATE_FRACTION_COLUMNS`.
+
+    Parameters
+    ----------
+    result : SimResult
+        What :func:`budgetlab.simulate` returned.
+    engine : EngineConfig
+        The configuration it ran with.
+
+    Returns
+    -------
+    dict
+        Fractions of the executed steps [-] (NaN when no step ran):
+
+        ``cap_bound_fraction`` (:attr:`Gate.SLOT <budgetlab.admission.Gate.SLOT>`)
+            Running count pinned at ``max_num_seqs``: the sequence-slot gate.
+        ``budget_full_fraction`` (:attr:`Gate.BUDGET <budgetlab.admission.Gate.BUDGET>`)
+            Tokens filling the whole ``max_num_batched_tokens``: the token gate.
+        ``kv_blocked_fraction`` (:attr:`Gate.KV <budgetlab.admission.Gate.KV>`)
+            A request waited although a slot and budget were left: the head of the queue did
+            not fit the free KV blocks, or the step preempted (the KV gate; steps whose
+            ``step_gates`` gate is ``"kv"``).
+        ``budget_utilization_fraction``
+            Mean tokens per step over the budget.
+
+        With the summary's ``kv_peak_fraction`` and ``num_preemptions`` these tell which gate
+        binds.
+    """
+    steps = result.steps
+    if len(steps) == 0:
+        return dict.fromkeys(GATE_STATS, math.nan)
+    budget = engine.max_num_batched_tokens
+    gates = step_gates(steps, max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=budget)
+    return {
+        GATE_FRACTION_COLUMNS[Gate.SLOT]: float(np.mean(gates["at_cap"].to_numpy())),
+        GATE_FRACTION_COLUMNS[Gate.BUDGET]: float(np.mean(gates["budget_full"].to_numpy())),
+        GATE_FRACTION_COLUMNS[Gate.KV]: float(np.mean(gates["gate"].to_numpy() == Gate.KV.key)),
+        "budget_utilization_fraction": float(np.mean(gates["num_tokens"].to_numpy()) / budget),
+    }
+
+
+def _time_weighted(values: np.ndarray, weights: np.ndarray, bins: np.ndarray, num_bins: int) -> np.ndarray:
+    """Per-bin mean of ``values`` weighted by ``weights`` (0 in a bin with no weight)."""
+    total = np.bincount(bins, weights=weights, minlength=num_bins)
+    summed = np.bincount(bins, weights=values * weights, minlength=num_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, summed / total, 0.0)
+
+
+def run_end_s(result: SimResult) -> float:
+    """When a run's last step ends [s]: the latest ``start_at_s + duration_s`` of its steps."""
+    steps = result.steps
+    return float((steps["start_at_s"] + steps["duration_s"]).max())
+
+
+def timeline(result: SimResult, *, num_bins: int = 120, end_s: float | None = None) -> pd.DataFrame:
+    """A run's steps aggregated into ``num_bins`` equal time bins from 0 to ``end_s``.
+
+    Each step counts in the bin where it starts (a step starting at or after ``end_s`` counts
+    in the last bin) and weighs its duration. Pass the same ``end_s`` to several runs to put
+    them on one time axis.
+
+    Parameters
+    ----------
+    result : SimResult
+        What :func:`budgetlab.simulate` returned (at least one step).
+    num_bins : int
+        Time bins [count], at least 1.
+    end_s : float, optional
+        Where the last bin ends [s]; default :func:`run_end_s` of ``result``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per bin with steps in it: ``bin`` (its index), ``running_mean``,
+        ``waiting_mean`` (duration-weighted means of the running and waiting requests after
+        scheduling [count]), ``kv_used_fraction_mean`` (duration-weighted share of the KV
+        blocks in use [-]), ``tokens_per_step_mean`` (duration-weighted [tokens]),
+        ``num_preemptions`` (sum [count]), ``busy_fraction`` (the bin's step time over its
+        width, at most 1 [-]), ``running_max`` [count], ``kv_used_fraction_max`` [-],
+        ``time_s`` (bin start [s]) and ``max_num_seqs`` (the run's cap [count]).
+
+    Raises
+    ------
+    ValueError
+        ``num_bins`` below 1.
+
+    Examples
+    --------
+    Steps of 1 s at 0 s, 2 s at 1 s and 1 s at 3 s, in two bins (``end_s`` 4 s, bins of 2 s):
+    the first bin holds the first two steps, so its ``busy_fraction`` is min(3 / 2, 1) = 1 and
+    its ``running_mean`` weighs their running counts 1 : 2; the second holds the last step and
+    is busy half the time (0.5).
+    """
+    if num_bins < 1:
+        raise ValueError(f"num_bins must be >= 1, got {num_bins}")
+    end = run_end_s(result) if end_s is None else float(end_s)
+    width = end / num_bins
+    steps = result.steps
+    tokens = steps["num_decode_tokens"].to_numpy() + steps["num_prefill_tokens"].to_numpy()
+    kv_used = 1.0 - steps["num_free_kv_blocks"].to_numpy() / result.num_kv_blocks
+    bins = np.minimum((steps["start_at_s"].to_numpy() / width).astype(np.int64), num_bins - 1)
+    weight = steps["duration_s"].to_numpy()
+    frame = pd.DataFrame(
+        {
+            "bin": np.arange(num_bins),
+            "running_mean": _time_weighted(steps["num_running"].to_numpy(float), weight, bins, num_bins),
+            "waiting_mean": _time_weighted(steps["num_waiting"].to_numpy(float), weight, bins, num_bins),
+            "kv_used_fraction_mean": _time_weighted(kv_used, weight, bins, num_bins),
+            "tokens_per_step_mean": _time_weighted(tokens.astype(float), weight, bins, num_bins),
+            "num_preemptions": np.bincount(bins, weights=steps["num_preemptions"].to_numpy(float), minlength=num_bins),
+            "busy_fraction": np.minimum(np.bincount(bins, weights=weight, minlength=num_bins) / width, 1.0),
+        }
+    )
+    grouped = pd.DataFrame({"bin": bins, "num_running": steps["num_running"].to_numpy(), "kv_used": kv_used}).groupby(
+        "bin"
+    )
+    frame = frame.merge(
+        pd.DataFrame({"running_max": grouped["num_running"].max(), "kv_used_fraction_max": grouped["kv_used"].max()}),
+        left_on="bin",
+        right_index=True,
+        how="inner",
+    )
+    frame["time_s"] = frame["bin"] * width
+    frame["max_num_seqs"] = result.engine.max_num_seqs
+    return frame.reset_index(drop=True)
+
+
+def gate_shares(result: SimResult) -> pd.DataFrame:
+    """Which gate held a run's waiting requests back, as a share of its busy time.
+
+    Each step is classified by :func:`step_gates` and weighs its duration, so the four
+    fractions add up to 1 (0 each when no step ran).
+
+    Parameters
+    ----------
+    result : SimResult
+        What :func:`budgetlab.simulate` returned.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by the :class:`~budgetlab.admission.Gate` keys in :data:`GATES` order
+        (``"slot"``, ``"budget"``, ``"kv"``, ``"none"``; ``Gate(key).label`` in words):
+        ``time_s`` (the steps' time with that gate holding requests back [s]) and
+        ``fraction`` (that time over all steps' time [-]).
+
+    Examples
+    --------
+    Steps of 1 s (nobody waiting), 2 s (at the cap, someone waiting) and 1 s (someone waiting,
+    a preemption): ``none`` 0.25, ``slot`` 0.5, ``budget`` 0, ``kv`` 0.25.
+    """
+    engine = result.engine
+    steps = result.steps
+    gates = step_gates(steps, max_num_seqs=engine.max_num_seqs, max_num_batched_tokens=engine.max_num_batched_tokens)[
+        "gate"
+    ].to_numpy()
+    duration = steps["duration_s"].to_numpy()
+    busy = float(duration.sum())
+    times = [float(duration[gates == gate].sum()) for gate in GATES]
+    return pd.DataFrame(
+        {"time_s": times, "fraction": [t / busy if busy > 0 else 0.0 for t in times]},
+        index=pd.Index(list(GATES), name="gate"),
+    )
+
+
+def run_numbers(result: SimResult) -> dict[str, float | int | str]:
+    """A run's configuration and headline numbers in one flat dict (SI units).
+
+    Parameters
+    ----------
+    result : SimResult
+        What :func:`budgetlab.simulate` returned (at least one step).
+
+    Returns
+    -------
+    dict
+        ``policy``, ``max_num_seqs`` [count], ``max_num_batched_tokens`` [tokens],
+        ``long_prefill_token_threshold`` [tokens], ``num_kv_blocks`` [blocks], ``kv_tokens``
+        (the pool in tokens, blocks × ``block_size``), every key of
+        :meth:`SimResult.summary <budgetlab.simulator.SimResult.summary>`, and
+        :func:`busy_stats`' ``running_mean``, ``running_max``, ``tokens_per_step_mean`` and
+        ``busy_fraction``.
+    """
+    engine = result.engine
+    summary = result.summary()
+    return {
+        "policy": engine.policy,
+        "max_num_seqs": engine.max_num_seqs,
+        "max_num_batched_tokens": engine.max_num_batched_tokens,
+        "long_prefill_token_threshold": engine.long_prefill_token_threshold,
+        "num_kv_blocks": result.num_kv_blocks,
+        "kv_tokens": result.num_kv_blocks * engine.block_size,
+        **summary,
+        **busy_stats(result.steps, makespan_s=float(summary["makespan_s"])),
     }

@@ -8,7 +8,20 @@ import numpy as np
 import pytest
 
 from budgetlab import ConfigError, ParameterError
-from budgetlab._checks import flag, int_at_least, is_int, is_number, number_in
+from budgetlab._checks import (
+    PLAIN_ERRORS,
+    finite_number,
+    flag,
+    fraction_in,
+    grid_axis,
+    int_at_least,
+    is_int,
+    is_number,
+    number_in,
+    positive_factors,
+    positive_rate,
+    random_seed,
+)
 
 
 def test_ints_and_numbers_exclude_bools_and_include_numpy_scalars():
@@ -53,3 +66,58 @@ def test_flag_accepts_numpy_bools_only():
     assert flag("on", np.True_) is True and flag("on", False) is False
     with pytest.raises(ParameterError, match="on must be True or False, got 1"):
         flag("on", 1)
+
+
+def test_type_error_separates_the_wrong_type_from_a_bad_value():
+    with pytest.raises(TypeError, match=r"^n must be an int >= 1, got 2.5$"):
+        int_at_least("n", 2.5, **PLAIN_ERRORS)
+    with pytest.raises(ValueError, match=r"^n must be an int >= 1, got 0$") as info:
+        int_at_least("n", 0, **PLAIN_ERRORS)
+    assert type(info.value) is ValueError
+    with pytest.raises(TypeError, match="x must be w"):
+        number_in("x", "1", what="w", type_error=TypeError)
+    with pytest.raises(ParameterError):  # without type_error the one class for both
+        number_in("x", "1", what="w")
+
+
+def test_seed_rate_and_finite_number():
+    assert random_seed("seed", 0) == 0 and random_seed("seed", np.int64(7)) == 7
+    with pytest.raises(ParameterError, match=r"^seed must be an int >= 0, got -1$"):
+        random_seed("seed", -1)
+    assert positive_rate("rate_per_s", 2) == 2.0
+    with pytest.raises(ParameterError, match=r"^rate_per_s must be a finite number of requests per second > 0, got 0$"):
+        positive_rate("rate_per_s", 0)
+    assert finite_number("cv", 0, positive=False) == 0.0
+    with pytest.raises(ValueError, match=r"^rate must be a finite number > 0 \[1/s\], got 0.0$"):
+        finite_number("rate", 0.0, positive=True, unit="1/s", **PLAIN_ERRORS)
+    with pytest.raises(TypeError, match=r"^cv must be a finite number >= 0, got None$"):
+        finite_number("cv", None, positive=False, **PLAIN_ERRORS)
+
+
+def test_fraction_in_is_an_open_interval():
+    assert fraction_in("tol", 0.02) == 0.02
+    for bad in (0.0, 1.0, math.nan, "0.1"):
+        with pytest.raises(ParameterError, match=r"^tol must be a number in \(0, 1\)"):
+            fraction_in("tol", bad)
+    assert fraction_in("x", 1.5, low=1.0, high=2.0) == 1.5
+
+
+def test_positive_factors():
+    assert positive_factors("f", [0.5, 1]) == (0.5, 1.0)
+    for bad in ((), "12", 3.0, None):
+        with pytest.raises(ParameterError, match="f must be a non-empty sequence"):
+            positive_factors("f", bad)
+    with pytest.raises(ParameterError, match=r"^f\[1\] must be a finite number > 0, got -1.0$"):
+        positive_factors("f", (1.0, -1.0))
+
+
+def test_grid_axis_scalars_repeats_and_checks():
+    assert grid_axis("budgets", 512, int_at_least) == (512,)
+    assert grid_axis("hardware", "h100-sxm", lambda name, v: v) == ("h100-sxm",)  # a string is one value
+    assert grid_axis("budgets", [512, np.int64(1024)], int_at_least) == (512, 1024)
+    with pytest.raises(ParameterError, match=r"^budgets is empty"):
+        grid_axis("budgets", [], int_at_least)
+    with pytest.raises(ParameterError, match="budgets repeats 512; each grid value once"):
+        grid_axis("budgets", [512, 1024, 512], int_at_least)
+    with pytest.raises(ParameterError, match=r"^budgets\[1\] must be an int >= 1, got 0$"):
+        grid_axis("budgets", [512, 0], int_at_least)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from budgetlab.metrics import quantile, summarize
+from budgetlab.metrics import gate_shares, quantile, run_end_s, run_numbers, summarize, timeline
 
 QS = np.array([0.0, 0.01, 0.1, 0.5, 0.9, 0.99, 1.0])
 
@@ -143,8 +143,8 @@ def test_sweep_gate_stats_and_notebook_gate_shares_classify_alike(h100, llama8b)
 
     from budgetlab import EngineConfig, IdealCost, conversation_like
     from budgetlab.charts import gate_share_frame
+    from budgetlab.metrics import gate_stats
     from budgetlab.simulator import simulate
-    from budgetlab.sweep import gate_stats
 
     requests = conversation_like(num_requests=120, rate_per_s=6.0, seed=1)
     engine = EngineConfig(max_num_batched_tokens=512, max_num_seqs=256, num_kv_blocks=600)
@@ -156,8 +156,139 @@ def test_sweep_gate_stats_and_notebook_gate_shares_classify_alike(h100, llama8b)
     for case, result in runs.items():
         stats = gate_stats(result, engine=result.engine)
         steps = result.steps
-        kv_time = float(steps.duration_s[step_gates(steps, max_num_seqs=result.engine.max_num_seqs,
-                                                    max_num_batched_tokens=512).gate == "kv"].sum())
+        kv_time = float(
+            steps.duration_s[
+                step_gates(steps, max_num_seqs=result.engine.max_num_seqs, max_num_batched_tokens=512).gate == "kv"
+            ].sum()
+        )
         assert shares.loc[(case, "kv"), "time_s"] == kv_time
         assert (stats["kv_blocked_fraction"] > 0) == (kv_time > 0)
     assert runs["small pool"].summary()["num_preemptions"] > 0
+
+
+# --- gate_stats: the gate columns of every sweep row, in the one gate vocabulary ---------------
+
+
+def test_gate_vocabulary_is_admission_gate():
+    from budgetlab.admission import Gate
+    from budgetlab.metrics import GATE_FRACTION_COLUMNS, GATE_STATS
+
+    assert tuple(g.key for g in Gate) == GATES
+    assert GATES == ("slot", "budget", "kv", "none")
+    labels = ["sequence slot (max_num_seqs)", "token budget", "KV memory", "nobody waiting"]
+    assert [Gate(key).label for key in GATES] == labels
+    assert dict(GATE_FRACTION_COLUMNS) == {
+        Gate.SLOT: "cap_bound_fraction",
+        Gate.BUDGET: "budget_full_fraction",
+        Gate.KV: "kv_blocked_fraction",
+    }
+    assert (*GATE_FRACTION_COLUMNS.values(), "budget_utilization_fraction") == GATE_STATS
+
+
+def test_gate_stats_by_hand():
+    from types import SimpleNamespace
+
+    from budgetlab import EngineConfig
+    from budgetlab.metrics import gate_stats
+
+    steps = _steps(
+        [
+            (0.01, 4, 0, 4, 0, 0),  # nobody waits (at the cap, though)
+            (0.02, 4, 0, 4, 3, 0),  # slot
+            (0.03, 2, 98, 2, 3, 0),  # budget
+            (0.04, 2, 10, 2, 3, 0),  # kv
+            (0.05, 4, 96, 4, 3, 1),  # kv (preempted)
+        ]
+    )
+    engine = EngineConfig(max_num_batched_tokens=100, max_num_seqs=4)
+    stats = gate_stats(SimpleNamespace(steps=steps), engine=engine)
+    # at the cap in steps 1, 2, 5; budget full in 3, 5; KV in 4, 5; (4+4+100+12+100) / 5 / 100 tokens
+    expected = {"cap_bound_fraction": 0.6, "budget_full_fraction": 0.4, "kv_blocked_fraction": 0.4}
+    assert stats == pytest.approx({**expected, "budget_utilization_fraction": 0.44})
+    empty = gate_stats(SimpleNamespace(steps=steps.iloc[:0]), engine=engine)
+    assert all(math.isnan(v) for v in empty.values()) and len(empty) == 4
+
+
+def test_gate_stats_see_the_cap_and_the_kv_pool(ideal):
+    from budgetlab import EngineConfig, SyntheticWorkload, Uniform
+    from budgetlab.metrics import gate_stats
+    from budgetlab.simulator import simulate
+
+    tiny = SyntheticWorkload(prompt=Uniform(100, 600), output=Uniform(10, 60), num_requests=120)
+    reqs = tiny.requests(rate_per_s=30.0)
+    capped = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=2)
+    stats = gate_stats(simulate(reqs, engine=capped, cost=ideal), engine=capped)
+    assert stats["cap_bound_fraction"] > 0.5
+    assert stats["kv_blocked_fraction"] == 0.0
+    small_kv = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=64, num_kv_blocks=60)
+    stats = gate_stats(simulate(reqs, engine=small_kv, cost=ideal), engine=small_kv)
+    assert stats["kv_blocked_fraction"] > 0.2
+    assert stats["cap_bound_fraction"] == 0.0
+    assert 0.0 < stats["budget_utilization_fraction"] <= 1.0
+
+
+# --- numbers of whole runs, by hand ------------------------------------------------------------
+
+
+class _Run:
+    """A SimResult's shape with three hand-made steps: 1 s (nobody waiting), 2 s (at the cap of 2,
+    three waiting), 1 s (one waiting, one preemption); a pool of 100 blocks of 16 tokens."""
+
+    def __init__(self) -> None:
+        import pandas as pd
+
+        from budgetlab.specs import EngineConfig
+
+        self.engine = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=2)
+        self.num_kv_blocks = 100
+        self.steps = pd.DataFrame(
+            {
+                "start_at_s": [0.0, 1.0, 3.0],
+                "duration_s": [1.0, 2.0, 1.0],
+                "num_decode_tokens": [10, 4, 4],
+                "num_prefill_tokens": [0, 2044, 0],
+                "num_running": [1, 2, 2],
+                "num_waiting": [0, 3, 1],
+                "num_preemptions": [0, 0, 1],
+                "num_free_kv_blocks": [90, 80, 50],
+            }
+        )
+
+    def summary(self) -> dict[str, float | int]:
+        return {"makespan_s": 5.0, "num_preemptions": 1, "ttft_p50_s": 0.5}
+
+
+def test_gate_shares_by_hand():
+    shares = gate_shares(_Run())
+    assert shares.index.tolist() == ["slot", "budget", "kv", "none"]
+    assert shares.time_s.tolist() == [2.0, 0.0, 1.0, 1.0]
+    assert shares.fraction.tolist() == [0.5, 0.0, 0.25, 0.25]  # of 4 s of steps
+
+
+def test_timeline_by_hand():
+    run = _Run()
+    assert run_end_s(run) == 4.0
+    frame = timeline(run, num_bins=2)
+    assert frame.time_s.tolist() == [0.0, 2.0] and frame.max_num_seqs.tolist() == [2, 2]
+    assert frame.running_mean.tolist() == pytest.approx([(1 * 1 + 2 * 2) / 3, 2.0])  # weighted by 1 s and 2 s
+    assert frame.waiting_mean.tolist() == pytest.approx([(0 * 1 + 3 * 2) / 3, 1.0])
+    assert frame.tokens_per_step_mean.tolist() == pytest.approx([(10 * 1 + 2048 * 2) / 3, 4.0])
+    assert frame.kv_used_fraction_mean.tolist() == pytest.approx([(0.1 * 1 + 0.2 * 2) / 3, 0.5])
+    assert frame.kv_used_fraction_max.tolist() == pytest.approx([0.2, 0.5])
+    assert frame.running_max.tolist() == [2, 2] and frame.num_preemptions.tolist() == [0.0, 1.0]
+    assert frame.busy_fraction.tolist() == [1.0, 0.5]  # 3 s of steps in a 2 s bin is capped at 1
+    wide = timeline(run, num_bins=4, end_s=8.0)  # bins of 2 s up to 8 s: the last two are empty
+    assert wide.bin.tolist() == [0, 1]
+    with pytest.raises(ValueError, match="num_bins"):
+        timeline(run, num_bins=0)
+
+
+def test_run_numbers_by_hand():
+    numbers = run_numbers(_Run())
+    assert numbers["policy"] == "vllm-v1" and numbers["max_num_seqs"] == 2
+    assert numbers["max_num_batched_tokens"] == 2048 and numbers["long_prefill_token_threshold"] == 0
+    assert numbers["num_kv_blocks"] == 100 and numbers["kv_tokens"] == 1600  # 100 blocks of 16 tokens
+    assert numbers["ttft_p50_s"] == 0.5 and numbers["num_preemptions"] == 1  # the summary's keys
+    assert numbers["running_mean"] == pytest.approx((1 * 1 + 2 * 2 + 2 * 1) / 4)
+    assert numbers["tokens_per_step_mean"] == pytest.approx((10 + 2048 * 2 + 4) / 4)
+    assert numbers["running_max"] == 2 and numbers["busy_fraction"] == pytest.approx(4 / 5)

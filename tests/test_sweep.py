@@ -1,36 +1,32 @@
-"""Load sweeps, SLOs and capacity under an SLO (budgetlab.sweep)."""
+"""Load sweeps, SLOs, capacity under an SLO and the executors (budgetlab.experiments)."""
 
 from __future__ import annotations
 
 import concurrent.futures as cf
 import itertools
+import json
 import math
 import pickle
 import threading
 
-import numpy as np
 import pandas as pd
 import pytest
 
-from budgetlab import ConfigError, EngineConfig, ParameterError, Request, RequestTooLargeError
-from budgetlab.simulator import simulate
-from budgetlab.sweep import (
-    GATE_STATS,
+from budgetlab import ConfigError, EngineConfig, ParameterError, RequestTooLargeError
+from budgetlab.errors import CapacityAboveBoundsError, SLOUnattainableError
+from budgetlab.experiments.capacity import capacity, why_no_capacity
+from budgetlab.experiments.executors import SerialExecutor
+from budgetlab.experiments.slo import SLO, SLO_METRICS, Violation
+from budgetlab.experiments.sweep import (
     KNOB_COLUMNS,
-    SLO,
-    SLO_METRICS,
-    CapacityAboveBoundsError,
-    SerialExecutor,
-    SLOUnattainableError,
-    SyntheticWorkload,
-    TraceWorkload,
-    Violation,
-    capacity,
-    gate_stats,
+    load_grid,
     max_service_rate_per_s,
+    percentiles_by_budget,
     sweep,
 )
-from budgetlab.workload import Fixed, Uniform
+from budgetlab.metrics import GATE_STATS
+from budgetlab.simulator import simulate
+from budgetlab.workload import SyntheticWorkload, TraceWorkload, Uniform
 
 HW, MODEL = "h100-sxm", "llama-3.1-8b"
 SMALL = SyntheticWorkload.conversation_like(num_requests=200)
@@ -40,88 +36,10 @@ SLO_SEED = SLO(ttft_p90_s=0.8, itl_p99_s=0.040)
 
 
 # --------------------------------------------------------------------------------------------
-# Workloads
-# --------------------------------------------------------------------------------------------
-
-
-def test_synthetic_workload_common_random_numbers():
-    slow = SMALL.requests(rate_per_s=2.0, seed=3)
-    fast = SMALL.requests(rate_per_s=8.0, seed=3)
-    assert [(r.request_id, r.prompt_tokens, r.output_tokens) for r in slow] == [
-        (r.request_id, r.prompt_tokens, r.output_tokens) for r in fast
-    ]
-    np.testing.assert_allclose([r.arrival_at_s for r in slow], [4.0 * r.arrival_at_s for r in fast], rtol=1e-12)
-    assert slow[0].arrival_at_s == 0.0
-    assert SMALL.requests(rate_per_s=2.0, seed=3) == slow  # deterministic
-    assert SMALL.requests(rate_per_s=2.0, seed=4) != slow
-    assert len(slow) == 200
-
-
-def test_synthetic_workload_presets_and_validation():
-    assert SyntheticWorkload.conversation_like().label == "conversation-like"
-    assert SyntheticWorkload.code_like(num_requests=10).num_requests == 10
-    with pytest.raises(ParameterError, match="num_requests"):
-        SyntheticWorkload(prompt=10, output=10, num_requests=0)
-    with pytest.raises(ValueError, match="gamma"):
-        SyntheticWorkload(prompt=10, output=10, cv=2.0)
-    with pytest.raises(ParameterError, match="rate_per_s"):
-        SMALL.requests(rate_per_s=0.0)
-    w = SyntheticWorkload(prompt=100, output=Fixed(20), num_requests=5)
-    assert w.mean_sequence_tokens() == 120.0
-
-
-def test_trace_workload_replays_at_any_rate():
-    reqs = [Request(i, 10.0 + 2.0 * i, 100 + i, 5) for i in range(11)]  # 0.5 req/s, starts at 10 s
-    trace = TraceWorkload.from_requests(reqs, label="t")
-    assert trace.native_rate_per_s == pytest.approx(0.5)
-    assert trace.time_scale_for(1.0) == pytest.approx(0.5)
-    assert trace.rate_for(0.25) == pytest.approx(2.0)
-    replay = trace.requests(rate_per_s=1.0, seed=7)
-    assert [r.arrival_at_s for r in replay] == pytest.approx([float(i) for i in range(11)])
-    assert [r.prompt_tokens for r in replay] == [100 + i for i in range(11)]
-    assert trace.mean_sequence_tokens() == pytest.approx(110.0)
-    assert "0.5 req/s" in repr(trace)
-    with pytest.raises(ParameterError, match="at least two requests"):
-        TraceWorkload.from_requests(reqs[:1])
-
-
-@pytest.mark.parametrize(
-    ("arrivals", "prompts", "outputs", "match"),
-    [
-        # Fractional token counts used to be truncated silently by the int64 cast (12.5 -> 12).
-        ([0.0, 1.0], [12.5, 3], [1, 1], "whole numbers"),
-        ([0.0, 1.0], [12, 3], [1, 2.5], "whole numbers"),
-        ([0.0, 1.0], [12, np.nan], [1, 1], "whole numbers"),
-        # A NaN arrival inside the trace used to pass the order check (NaN < x is False).
-        ([0.0, np.nan, 2.0], [1, 1, 1], [1, 1, 1], "finite"),
-        ([0.0, 1.0, np.inf], [1, 1, 1], [1, 1, 1], "finite"),
-    ],
-)
-def test_trace_workload_refuses_what_it_would_silently_change(arrivals, prompts, outputs, match):
-    with pytest.raises(ParameterError, match=match):
-        TraceWorkload(np.array(arrivals), np.array(prompts), np.array(outputs))
-
-
-def test_trace_workload_from_shared_csv(shared_traces):
-    trace = TraceWorkload.from_csv(shared_traces / "splitwise_conv.csv", max_requests=500)
-    assert trace.label == "splitwise_conv" and trace.num_requests == 500
-    replay = trace.requests(rate_per_s=10.0)
-    rate = (len(replay) - 1) / (replay[-1].arrival_at_s - replay[0].arrival_at_s)
-    assert rate == pytest.approx(10.0)
-
-
-def test_workloads_pickle():
-    trace = TraceWorkload.from_requests([Request(i, float(i), 10, 3) for i in range(5)])
-    for w in (SMALL, trace):
-        back = pickle.loads(pickle.dumps(w))
-        assert back.requests(rate_per_s=3.0, seed=1) == w.requests(rate_per_s=3.0, seed=1)
-
-
-# --------------------------------------------------------------------------------------------
 # Sweeps
 # --------------------------------------------------------------------------------------------
 
-GRID = dict(budgets=[512, 2048], max_num_seqs=[8, 64], rates_per_s=[2.0, 12.0], seeds=[0, 1], hardware=HW, model=MODEL)
+GRID = dict(budgets=[512, 2048], max_num_seqs=[8, 64], rates_per_s=[2.0, 12.0], seed=[0, 1], hardware=HW, model=MODEL)
 
 
 class _ReverseExecutor(cf.Executor):
@@ -153,7 +71,9 @@ def serial_table() -> pd.DataFrame:
 def test_sweep_rows_in_grid_order(serial_table):
     table = serial_table
     expected = list(itertools.product([512, 2048], [8, 64], [0, 1], [2.0, 12.0]))
-    got = list(table[["max_num_batched_tokens", "max_num_seqs", "seed", "rate_per_s"]].itertuples(index=False, name=None))
+    got = list(
+        table[["max_num_batched_tokens", "max_num_seqs", "seed", "rate_per_s"]].itertuples(index=False, name=None)
+    )
     assert got == expected
     assert list(table.columns[: len(KNOB_COLUMNS)]) == list(KNOB_COLUMNS)
     for key in ("ttft_p90_s", "itl_p99_s", "requests_per_s", "kv_peak_fraction", "num_kv_blocks", *GATE_STATS):
@@ -209,7 +129,7 @@ def test_sweep_axes_of_hardware_models_costs_and_time_scales():
 
 def test_sweep_cost_factories_and_instances(ideal):
     from budgetlab import IdealCost
-    from budgetlab.calibrated import CalibratedCost
+    from budgetlab.cost import CalibratedCost
 
     args = dict(budgets=1024, max_num_seqs=32, rates_per_s=5.0, model=MODEL, executor=SerialExecutor())
     by_name = sweep(TINY, hardware=HW, cost="ideal", **args)
@@ -231,8 +151,14 @@ def test_sweep_budget_below_cap_is_refused_or_skipped():
     with pytest.raises(ConfigError, match="256/512"):
         sweep(TINY, budgets=[256, 1024], max_num_seqs=[512], rates_per_s=1.0, hardware=HW, model=MODEL)
     table = sweep(
-        TINY, budgets=[256, 1024], max_num_seqs=[512], rates_per_s=1.0, hardware=HW, model=MODEL,
-        skip_invalid=True, executor=SerialExecutor(),
+        TINY,
+        budgets=[256, 1024],
+        max_num_seqs=[512],
+        rates_per_s=1.0,
+        hardware=HW,
+        model=MODEL,
+        skip_invalid=True,
+        executor=SerialExecutor(),
     )
     assert list(table["max_num_batched_tokens"]) == [1024]
 
@@ -247,7 +173,7 @@ def test_sweep_budget_below_cap_is_refused_or_skipped():
         (dict(time_scales=[1.0]), "exactly one"),
         (dict(rates_per_s=None, time_scales=[1.0]), "synthetic"),
         (dict(cost="ideel"), "Did you mean 'ideal'"),
-        (dict(seeds=[-1]), "seeds"),
+        (dict(seed=[-1]), r"seed\[0\]"),
         (dict(hardware=3), "hardware"),
         (dict(executor=object()), "concurrent.futures.Executor"),
         (dict(progress="yes"), "progress"),
@@ -261,15 +187,23 @@ def test_sweep_argument_errors(changes, match):
 
 
 def test_sweep_needs_a_regenerable_workload():
-    with pytest.raises(ParameterError, match="TraceWorkload.from_requests"):
+    with pytest.raises(ParameterError, match=r"TraceWorkload\.from_requests"):
         sweep(TINY.requests(rate_per_s=1.0), budgets=512, max_num_seqs=8, rates_per_s=1.0, hardware=HW, model=MODEL)
 
 
 def test_sweep_failure_names_the_grid_point():
     engine = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=8, max_model_len=300)
     with pytest.raises(RequestTooLargeError) as info:
-        sweep(TINY, budgets=512, max_num_seqs=8, rates_per_s=1.0, hardware=HW, model=MODEL, engine=engine,
-              executor=SerialExecutor())
+        sweep(
+            TINY,
+            budgets=512,
+            max_num_seqs=8,
+            rates_per_s=1.0,
+            hardware=HW,
+            model=MODEL,
+            engine=engine,
+            executor=SerialExecutor(),
+        )
     assert "grid point 0" in "".join(info.value.__notes__)
 
 
@@ -281,24 +215,6 @@ def test_serial_executor_refuses_after_shutdown():
     ex.shutdown()
     with pytest.raises(RuntimeError):
         ex.submit(pow, 2, 5)
-
-
-# --------------------------------------------------------------------------------------------
-# Gate diagnostics
-# --------------------------------------------------------------------------------------------
-
-
-def test_gate_stats_see_the_cap_and_the_kv_pool(ideal):
-    reqs = TINY.requests(rate_per_s=30.0)
-    capped = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=2)
-    stats = gate_stats(simulate(reqs, engine=capped, cost=ideal), engine=capped)
-    assert stats["cap_bound_fraction"] > 0.5
-    assert stats["kv_blocked_fraction"] == 0.0
-    small_kv = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=64, num_kv_blocks=60)
-    stats = gate_stats(simulate(reqs, engine=small_kv, cost=ideal), engine=small_kv)
-    assert stats["kv_blocked_fraction"] > 0.2
-    assert stats["cap_bound_fraction"] == 0.0
-    assert 0.0 < stats["budget_utilization_fraction"] <= 1.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -317,7 +233,8 @@ def test_slo_holds_and_violations_worst_first():
     assert not slo.holds(summary)
     assert slo.holds({"ttft_p90_s": 0.8, "itl_p99_s": 0.040, "e2e_p99_s": 20.0})  # at the limit holds
     assert SLO(itl_p99_s=0.04).holds({"itl_p99_s": math.nan})  # no gaps: nothing to violate
-    assert str(SLO(ttft_p90_s=0.8, itl_p99_s=0.040)) == "ttft_p90_s ≤ 800 ms and itl_p99_s ≤ 40 ms"
+    assert str(SLO(ttft_p90_s=0.8, itl_p99_s=0.040)) == "TTFT p90 ≤ 800 ms and ITL p99 ≤ 40 ms"  # the one SLO formatter
+    assert str(SLO(max_itl_s=0.25)) == "longest gap ≤ 250 ms"
     with pytest.raises(KeyError, match="ttft_p90_s"):
         slo.violations({"itl_p99_s": 0.01})
 
@@ -416,29 +333,44 @@ def test_faster_gpu_never_lowers_capacity(cost):
 def test_capacity_near_the_service_rate_with_enough_requests(ideal):
     workload = SyntheticWorkload.conversation_like(num_requests=1500)
     result = capacity(workload, slo=SLO_SEED, engine=ENGINE, hardware=HW, model=MODEL)
-    service = max_service_rate_per_s(ideal, max_num_batched_tokens=2048, mean_sequence_tokens=workload.mean_sequence_tokens())
+    service = max_service_rate_per_s(
+        ideal, max_num_batched_tokens=2048, mean_sequence_tokens=workload.mean_sequence_tokens()
+    )
     assert 0.5 * service < result.capacity_per_s < 1.1 * service
 
 
 def test_capacity_when_even_the_lowest_load_fails():
     long_prompts = SyntheticWorkload(prompt=6000, output=50, num_requests=200)
     big_budget = EngineConfig(max_num_batched_tokens=8192, max_num_seqs=128)
+    wide = dict(hardware=HW, model=MODEL, rate_bounds_per_s=(0.5, 50.0))
     with pytest.raises(SLOUnattainableError, match="max_itl_s") as info:
-        capacity(long_prompts, slo=SLO(max_itl_s=0.040), engine=big_budget, hardware=HW, model=MODEL,
-                 rate_bounds_per_s=(0.5, 50.0))
+        capacity(long_prompts, slo=SLO(max_itl_s=0.040), engine=big_budget, **wide)
     assert "lower max_num_batched_tokens" in str(info.value)
     assert info.value.violations[0].metric == "max_itl_s" and info.value.rate_per_s == 0.5
-    with pytest.raises(SLOUnattainableError, match="one-token step takes 4.79 ms"):
+    with pytest.raises(SLOUnattainableError, match=r"one-token step takes 4\.79 ms"):
         capacity(SMALL, slo=SLO(itl_p50_s=0.004), engine=ENGINE, hardware=HW, model=MODEL)
     small_budget = EngineConfig(max_num_batched_tokens=256, max_num_seqs=128)
     with pytest.raises(SLOUnattainableError, match="raise max_num_batched_tokens"):
-        capacity(SMALL, slo=SLO(ttft_p90_s=0.05), engine=small_budget, hardware=HW, model=MODEL,
-                 rate_bounds_per_s=(0.5, 50.0))
+        capacity(SMALL, slo=SLO(ttft_p90_s=0.05), engine=small_budget, **wide)
 
 
 def test_capacity_when_the_highest_load_passes():
     with pytest.raises(CapacityAboveBoundsError, match="upper end"):
         capacity(SMALL, slo=SLO_SEED, engine=ENGINE, hardware=HW, model=MODEL, rate_bounds_per_s=(0.5, 1.0))
+
+
+def test_both_ends_of_a_capacity_search_share_one_error_base():
+    from budgetlab.errors import BudgetlabError, CapacitySearchError
+
+    broke = Violation(metric="ttft_p90_s", value_s=0.9, limit_s=0.8)
+    low = SLOUnattainableError("fails at 0.5 req/s", rate_per_s=0.5, violations=[broke])
+    high = CapacityAboveBoundsError("holds at 50 req/s")
+    for error in (low, high):
+        assert isinstance(error, CapacitySearchError)
+        assert isinstance(error, BudgetlabError) and isinstance(error, ValueError)
+    assert (str(low), low.rate_per_s, low.violations) == ("fails at 0.5 req/s", 0.5, (broke,))
+    assert math.isnan(high.rate_per_s) and high.violations == ()
+    assert not issubclass(SLOUnattainableError, CapacityAboveBoundsError)
 
 
 @pytest.mark.parametrize(
@@ -464,7 +396,7 @@ def test_capacity_argument_errors(changes, match):
 
 
 def test_run_capacity_task_reports_every_ending_as_an_outcome():
-    from budgetlab.sweep import CapacityTask, run_capacity_task
+    from budgetlab.experiments.capacity import CapacityTask, run_capacity_task
 
     task = CapacityTask(workload=SMALL, slo=SLO_SEED, engine=ENGINE, hardware=HW, model=MODEL)
     found = run_capacity_task(task)
@@ -475,7 +407,9 @@ def test_run_capacity_task_reports_every_ending_as_an_outcome():
     failing = run_capacity_task(dataclass_replace(task, slo=SLO(ttft_p90_s=0.001)))
     assert failing.status == "fails at every load" and failing.result is None and "fails even at" in failing.message
     assert failing.violations[0].metric == "ttft_p90_s"
-    assert math.isnan(failing.row("ttft_p90_s")["capacity_per_s"]) and math.isnan(failing.row("ttft_p90_s")["ttft_p90_s"])
+    assert math.isnan(failing.row("ttft_p90_s")["capacity_per_s"]) and math.isnan(
+        failing.row("ttft_p90_s")["ttft_p90_s"]
+    )
     holding = run_capacity_task(dataclass_replace(task, rate_bounds_per_s=(0.5, 1.0)))
     assert holding.status == "holds at every load" and holding.violations == () and holding.rate_per_s == 1.0
     pickle.loads(pickle.dumps(task))  # ships to worker processes
@@ -488,7 +422,7 @@ def dataclass_replace(obj, **changes):
 
 
 def test_slo_bracket_from_a_sweep():
-    from budgetlab.sweep import slo_bracket_per_s
+    from budgetlab.experiments.by_budget import slo_bracket_per_s
 
     table = pd.DataFrame({"rate_per_s": [3.0, 1.0, 2.0], "ttft_p90_s": [2.0, 0.1, 0.5]})
     assert slo_bracket_per_s(table, SLO(ttft_p90_s=0.8)) == (2.0, 3.0)
@@ -497,7 +431,8 @@ def test_slo_bracket_from_a_sweep():
 
 
 def test_service_rate_is_the_best_budget_and_mean_sequence_tokens(ideal):
-    from budgetlab.sweep import mean_sequence_tokens, service_rate_per_s
+    from budgetlab.experiments.sweep import service_rate_per_s
+    from budgetlab.workload import mean_sequence_tokens
 
     mean = mean_sequence_tokens(SMALL)
     assert mean == SMALL.mean_sequence_tokens()
@@ -505,14 +440,213 @@ def test_service_rate_is_the_best_budget_and_mean_sequence_tokens(ideal):
     assert service_rate_per_s(SMALL, budgets=[512, 4096], hardware=HW, model=MODEL) == max(rates)
 
 
-def test_fixed_length_twins_keep_the_arrivals():
-    twin = SMALL.with_fixed_lengths(seed=2)
-    real = SMALL.requests(rate_per_s=3.0, seed=2)
-    fixed = twin.requests(rate_per_s=3.0, seed=2)
-    assert [r.arrival_at_s for r in real] == [r.arrival_at_s for r in fixed]
-    assert twin.prompt == Fixed(round(np.mean([r.prompt_tokens for r in real])))
-    assert twin.label == f"fixed lengths ({twin.prompt.tokens:,} + {twin.output.tokens:,} tokens)"
-    trace = TraceWorkload([0.0, 1.0, 3.0], [10, 20, 33], [1, 2, 4])
-    trace_twin = trace.with_fixed_lengths()
-    assert trace_twin.prompt_tokens.tolist() == [21, 21, 21] and trace_twin.output_tokens.tolist() == [2, 2, 2]
-    assert np.array_equal(trace_twin.arrival_at_s, trace.arrival_at_s)
+def test_capacity_result_numbers(seed_capacity):
+    numbers = seed_capacity.numbers()
+    assert numbers["capacity_per_s"] == seed_capacity.capacity_per_s
+    assert numbers["upper_per_s"] == seed_capacity.upper_per_s
+    assert numbers["breaks_on"] == seed_capacity.binding_limit
+    assert numbers["num_simulations"] == len(seed_capacity.evaluations)
+    assert (numbers["max_num_batched_tokens"], numbers["max_num_seqs"]) == (2048, 128)
+    assert numbers["slo"] == {"ttft_p90_s": 0.8, "itl_p99_s": 0.040}
+    assert numbers["at_capacity"]["ttft_p90_s"] == seed_capacity.summary["ttft_p90_s"] <= 0.8
+    assert set(numbers["at_capacity"]) == {f"{m}_{p}_s" for m in ("ttft", "itl") for p in ("p50", "p90", "p99")}
+    json.dumps(numbers)  # plain numbers, ready for a report's results
+
+
+def test_capacity_errors_declare_where_the_search_stopped():
+    error = SLOUnattainableError("fails", rate_per_s=0.5, violations=(Violation("itl_p99_s", 0.06, 0.04),))
+    assert error.rate_per_s == 0.5 and error.violations[0].metric == "itl_p99_s" and str(error) == "fails"
+    back = pickle.loads(pickle.dumps(error))  # a worker's error reaches the caller whole
+    assert back.rate_per_s == 0.5 and back.violations == error.violations
+    bare = CapacityAboveBoundsError("holds")
+    assert math.isnan(bare.rate_per_s) and bare.violations == ()
+    assert CapacityAboveBoundsError("holds", rate_per_s=3.0).rate_per_s == 3.0
+
+
+# --------------------------------------------------------------------------------------------
+# Capacity for each budget
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def by_budget():
+    from budgetlab.experiments.by_budget import capacity_by_budget
+
+    grid = dict(budgets=[512, 2048], max_num_seqs=128, hardware=HW, model=MODEL, executor=SerialExecutor())
+    table = sweep(SMALL, rates_per_s=[5.0, 20.0, 40.0], progress=False, **grid)
+    found = capacity_by_budget(SMALL, slo=SLO_SEED, sweep_table=table, **grid)
+    return table, found
+
+
+def test_capacity_by_budget_uses_the_sweep_column_names(by_budget):
+    from budgetlab.experiments.by_budget import CapacityByBudget, slo_bracket_per_s
+
+    table, found = by_budget
+    assert isinstance(found, CapacityByBudget)
+    caps = found.capacities
+    assert list(caps.columns[:3]) == ["max_num_batched_tokens", "max_num_seqs", "workload"]
+    assert "budget_tokens" not in caps.columns and "budget_tokens" not in found.evaluations.columns
+    assert caps.max_num_batched_tokens.tolist() == [512, 2048] and (caps.status == "ok").all()
+    for row in caps.itertuples():
+        budget = row.max_num_batched_tokens
+        bracket = slo_bracket_per_s(table[table.max_num_batched_tokens == budget], SLO_SEED)
+        engine = EngineConfig(max_num_batched_tokens=budget, max_num_seqs=128)
+        direct = capacity(
+            SMALL,
+            slo=SLO_SEED,
+            engine=engine,
+            hardware=HW,
+            model=MODEL,
+            tolerance_fraction=0.05,
+            rate_bounds_per_s=bracket,
+        )
+        assert row.capacity_per_s == direct.capacity_per_s  # one search per budget, from the sweep's bracket
+        searched = found.evaluations[found.evaluations.max_num_batched_tokens == row.max_num_batched_tokens]
+        assert len(searched) == row.num_simulations
+    best = found.best
+    assert best is not None and best.capacity_per_s == caps.capacity_per_s.max()
+    numbers = found.numbers()
+    assert numbers["capacity_per_s"] == dict(zip([512, 2048], caps.capacity_per_s))
+    assert numbers["capacity_status"] == {512: "ok", 2048: "ok"}
+    assert numbers["capacity_breaks_on"] == dict(zip([512, 2048], caps.breaks_on))
+    assert numbers["best_budget_tokens"] == int(best.max_num_batched_tokens)
+
+
+def test_capacity_by_budget_reports_an_unattainable_slo():
+    from budgetlab.experiments.by_budget import capacity_by_budget
+
+    found = capacity_by_budget(
+        SMALL,
+        slo=SLO(ttft_p90_s=0.001),
+        budgets=[2048],
+        max_num_seqs=128,
+        hardware=HW,
+        model=MODEL,
+        executor=SerialExecutor(),
+    )
+    row = found.capacities.iloc[0]
+    assert row.status == "fails at every load" and math.isnan(row.capacity_per_s) and row.breaks_on == "ttft_p90_s"
+    assert found.evaluations.empty and "max_num_batched_tokens" in found.evaluations.columns
+    assert found.best is None and found.numbers()["best_budget_tokens"] is None
+    assert math.isnan(found.numbers()["capacity_per_s"][2048])  # NaN, never 0, for "no capacity"
+
+
+def test_best_capacity_prefers_the_smaller_budget_on_ties():
+    from budgetlab.experiments.by_budget import best_capacity
+
+    frame = pd.DataFrame(
+        {
+            "max_num_batched_tokens": [2048, 512, 8192],
+            "capacity_per_s": [30.0, 30.0, math.nan],
+            "status": ["ok", "ok", "fails at every load"],
+        }
+    )
+    assert best_capacity(frame).max_num_batched_tokens == 512
+    assert best_capacity(frame.iloc[2:]) is None
+
+
+# --------------------------------------------------------------------------------------------
+# Executors
+# --------------------------------------------------------------------------------------------
+
+
+def test_forkserver_preloads_modules_that_exist():
+    import importlib
+
+    from budgetlab.experiments.executors import FORKSERVER_PRELOAD
+
+    # the forkserver ignores an ImportError in its preload list (workers then start slowly)
+    for name in FORKSERVER_PRELOAD:
+        importlib.import_module(name)
+    assert "budgetlab.experiments.sweep" in FORKSERVER_PRELOAD
+
+
+def test_executor_for_owns_only_the_executor_it_makes():
+    from budgetlab.experiments.executors import executor_for
+
+    with executor_for(None, 1) as made:
+        assert isinstance(made, SerialExecutor)
+    with pytest.raises(RuntimeError):  # shut down when the block ended
+        made.submit(pow, 2, 3)
+    with executor_for(None, 2) as pool:
+        assert isinstance(pool, cf.ProcessPoolExecutor)
+    passed = SerialExecutor()
+    with executor_for(passed, 5) as same:
+        assert same is passed
+    assert passed.submit(pow, 2, 3).result() == 8  # left running
+    with pytest.raises(ParameterError, match=r"concurrent\.futures\.Executor"), executor_for(object(), 1):
+        pass
+
+
+def test_run_tasks_keeps_task_order_and_names_a_failing_task():
+    from budgetlab.experiments.executors import run_tasks
+
+    executor = _ReverseExecutor(expected=3)
+    assert run_tasks(abs, [-1, -2, -3], executor=executor, progress=False, describe=str) == [1, 2, 3]
+    assert executor.order == [2, 1, 0]
+    with pytest.raises(TypeError) as info:
+        run_tasks(abs, [1, "x"], executor=SerialExecutor(), progress=False, describe=lambda i: f"task {i}")
+    assert info.value.__notes__ == ["(while simulating task 1)"]
+
+
+# --------------------------------------------------------------------------------------------
+# Reading sweeps: the load grid, SLO checks, percentiles per budget, why no capacity
+# --------------------------------------------------------------------------------------------
+
+
+def test_load_grid():
+    # 38 × 1.1 = 41.8 in four steps: 10.45, 20.9, 31.35, 41.8, rounded to three digits
+    assert load_grid(38.0, num_loads=4).tolist() == [10.5, 20.9, 31.4, 41.8]
+    assert load_grid(38.0, num_loads=2, max_load_fraction=1.0).tolist() == [19.0, 38.0]
+    assert load_grid(1000.0, num_loads=3, max_load_fraction=0.001).tolist() == [0.333, 0.667, 1.0]
+    with pytest.raises(ValueError, match="num_loads"):
+        load_grid(38.0, num_loads=0)
+    with pytest.raises(ValueError, match="must be > 0"):
+        load_grid(0.0, num_loads=3)
+    with pytest.raises(ParameterError, match="max_load_fraction"):
+        load_grid(38.0, num_loads=3, max_load_fraction=-1.0)
+
+
+def test_slo_check_rows_by_hand():
+    table = pd.DataFrame(
+        {
+            "rate_per_s": [35.6, 37.2],
+            "max_num_batched_tokens": [2304, 2304],
+            "max_num_seqs": [288, 288],
+            "ttft_p90_s": [0.73, 0.97],
+            "itl_p99_s": [0.0374, 0.0374],
+        }
+    )
+    check = SLO_SEED.check(table)
+    assert check.metric.tolist() == ["ttft_p90_s", "itl_p99_s"] * 2
+    assert check.meets.tolist() == [True, True, False, True]
+    assert check.slo_met.tolist() == [True, True, False, False]  # 0.97 s > 0.8 s breaks the second row
+    assert check.used_fraction.tolist() == pytest.approx([0.73 / 0.8, 0.0374 / 0.040, 0.97 / 0.8, 0.0374 / 0.040])
+    assert check.limit_s.tolist() == [0.8, 0.040, 0.8, 0.040] and check.max_num_seqs.tolist() == [288] * 4
+    empty = SLO_SEED.check(table.iloc[:0])
+    assert empty.empty and "slo_met" in empty.columns
+
+
+def test_percentiles_by_budget_by_hand():
+    table = pd.DataFrame(
+        {"max_num_batched_tokens": [2048, 512, 512], "rate_per_s": [5.0, 20.0, 10.0]}
+        | {f"{m}_{p}_s": [0.3, 0.2, 0.1] for m in ("ttft", "itl") for p in ("p50", "p90", "p99")}
+    )
+    numbers = percentiles_by_budget(table)
+    assert list(numbers) == [512, 2048]
+    assert numbers[512]["rate_per_s"] == [10.0, 20.0] and numbers[512]["itl_p99_s"] == [0.1, 0.2]
+    assert numbers[2048] == {
+        **{f"{m}_{p}_s": [0.3] for m in ("ttft", "itl") for p in ("p50", "p90", "p99")},
+        "rate_per_s": [5.0],
+    }
+    json.dumps(numbers)
+
+
+def test_why_no_capacity():
+    def statuses(*values):
+        return pd.DataFrame({"status": list(values)})
+
+    assert why_no_capacity(statuses("ok", "fails at every load")) == ""
+    short = why_no_capacity(statuses("holds at every load", "fails at every load"))
+    assert "more requests per load" in short and "num_requests_per_load" not in short  # no notebook parameter
+    assert why_no_capacity(statuses("fails at every load")).startswith("No budget meets the SLO")

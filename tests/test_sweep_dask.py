@@ -1,12 +1,13 @@
-"""A sweep on a real Dask cluster gives the same table as the local process pool."""
+"""A sweep on a real Dask cluster gives the same table as the local process pool (budgetlab.experiments)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from budgetlab.sweep import SerialExecutor, SyntheticWorkload, sweep
-from budgetlab.workload import Uniform
+from budgetlab.experiments.executors import SerialExecutor
+from budgetlab.experiments.sweep import sweep
+from budgetlab.workload import SyntheticWorkload, Uniform
 
 distributed = pytest.importorskip(
     "distributed", reason="Dask distributed is not installed (pip install 'budgetlab[distributed]')"
@@ -27,9 +28,12 @@ GRID = dict(
 @pytest.mark.slow
 def test_sweep_on_a_dask_local_cluster_matches_the_local_executor():
     local = sweep(WORKLOAD, **GRID)  # the default local process pool
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
-    ) as cluster, distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         executor = client.get_executor()
         on_dask = sweep(WORKLOAD, **GRID, executor=executor)
         # the workers really are other processes
@@ -38,5 +42,7 @@ def test_sweep_on_a_dask_local_cluster_matches_the_local_executor():
     assert len(on_dask) == 2 * 2 * 3 * 2 * 2
     pd.testing.assert_frame_equal(on_dask, local)
     # and the first rows are what a serial run of that corner of the grid gives
-    corner = sweep(WORKLOAD, **{**GRID, "hardware": "h100-sxm", "cost": "ideal", "budgets": [512]}, executor=SerialExecutor())
+    corner = sweep(
+        WORKLOAD, **{**GRID, "hardware": "h100-sxm", "cost": "ideal", "budgets": [512]}, executor=SerialExecutor()
+    )
     pd.testing.assert_frame_equal(on_dask.iloc[: len(corner)], corner)

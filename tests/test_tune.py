@@ -1,30 +1,21 @@
-"""The SLO-to-knobs tuner (budgetlab.tune)."""
+"""The SLO-to-knobs tuner (budgetlab.experiments.tune and .guess)."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
-from budgetlab import EngineConfig, NoBudgetMeetsTargetError, ParameterError
-from budgetlab.calibrated import CalibratedCost
+from budgetlab import EngineConfig, Gate, NoBudgetMeetsTargetError, ParameterError
+from budgetlab.cost import CalibratedCost, budget_for_step_time
+from budgetlab.errors import CapacityAboveBoundsError, SLOUnattainableError
+from budgetlab.experiments.capacity import capacity
+from budgetlab.experiments.executors import SerialExecutor
+from budgetlab.experiments.guess import BUDGET_WITHOUT_ITL_TOKENS, FirstGuess, first_guess, tile_budget
+from budgetlab.experiments.slo import SLO
+from budgetlab.experiments.tune import _pick, budget_frontier, tune
 from budgetlab.memory import kv_capacity
 from budgetlab.simulator import simulate
-from budgetlab.sweep import (
-    SLO,
-    CapacityAboveBoundsError,
-    SerialExecutor,
-    SLOUnattainableError,
-    SyntheticWorkload,
-    capacity,
-)
-from budgetlab.roofline import budget_for_step_time
-from budgetlab.tune import (
-    BUDGET_WITHOUT_ITL_TOKENS,
-    FirstGuess,
-    _pick,
-    first_guess,
-    tile_budget,
-    tune,
-)
+from budgetlab.workload import SyntheticWorkload
 
 HW, MODEL = "h100-sxm", "llama-3.1-8b"
 SLO_SEED = SLO(ttft_p90_s=0.8, itl_p99_s=0.040)
@@ -68,7 +59,7 @@ def test_budget_for_step_time_inverts_any_cost_model(ideal):
     typical = CalibratedCost.typical(ideal.hardware, ideal.model)
     n = budget_for_step_time(typical, 0.040)
     assert n < 2464  # real steps are slower
-    from budgetlab.roofline import Batch
+    from budgetlab.specs import Batch
 
     assert typical.batch_time_s(Batch(prefill_tokens=(n,), prefill_context_tokens=(0,))) <= 0.040
     assert typical.batch_time_s(Batch(prefill_tokens=(n + 1,), prefill_context_tokens=(0,))) > 0.040
@@ -92,7 +83,10 @@ def test_first_guess_on_the_seed_setting(h100, llama8b):
 
 def test_first_guess_without_itl_limit_and_with_a_fixed_pool():
     guess = first_guess(
-        WORKLOAD, slo=SLO(ttft_p90_s=1.0), hardware=HW, model=MODEL,
+        WORKLOAD,
+        slo=SLO(ttft_p90_s=1.0),
+        hardware=HW,
+        model=MODEL,
         engine=EngineConfig(max_num_batched_tokens=512, max_num_seqs=16, num_kv_blocks=1000),
     )
     assert guess.max_num_batched_tokens == BUDGET_WITHOUT_ITL_TOKENS
@@ -110,11 +104,12 @@ def test_first_guess_cap_never_exceeds_the_budget():
 
 
 def test_budget_candidates_are_tiles_around_the_guess():
-    from budgetlab.tune import BUDGET_FACTORS, _budget_candidate
+    from budgetlab.experiments.guess import budget_candidate
+    from budgetlab.experiments.tune import BUDGET_FACTORS
 
-    assert [_budget_candidate(2304, f) for f in BUDGET_FACTORS] == [1024, 1536, 1792, 2304, 2560]
-    assert [_budget_candidate(1536, f) for f in BUDGET_FACTORS] == [768, 1024, 1280, 1536, 1792]
-    assert _budget_candidate(512, 1.1) == 640  # never folded back onto the guess
+    assert [budget_candidate(2304, f) for f in BUDGET_FACTORS] == [1024, 1536, 1792, 2304, 2560]
+    assert [budget_candidate(1536, f) for f in BUDGET_FACTORS] == [768, 1024, 1280, 1536, 1792]
+    assert budget_candidate(512, 1.1) == 640  # never folded back onto the guess
 
 
 def test_pick_keeps_the_guess_among_ties():
@@ -175,16 +170,18 @@ def test_tune_reports_candidates_and_reasons(seed_tune):
     over = table[(table.phase == "budget") & (table.max_num_batched_tokens > 2464)]
     assert not over.empty and (over["breaks_on"] == "itl_p99_s").all()
     text = str(result)
-    assert result.binding_gate in {"token budget", "sequence cap", "KV memory", "none"}
+    assert result.binding_gate in set(Gate)  # the one gate vocabulary (budgetlab.admission.Gate)
     assert "Recommendation" in text and "binds" in text and "breaks on" in text
     assert len(result.explanation) >= 7
 
 
+def _one_candidate() -> dict[str, object]:
+    """Keywords of a tune() that simulates only the first guess, serially."""
+    return dict(hardware=HW, model=MODEL, executor=SerialExecutor(), budget_factors=(1.0,), cap_factors=(1.0,))
+
+
 def test_tune_same_answer_on_any_executor(seed_tune):
-    serial = tune(
-        WORKLOAD, slo=SLO_SEED, hardware=HW, model=MODEL, executor=SerialExecutor(),
-        budget_factors=(1.0,), cap_factors=(1.0,),
-    )
+    serial = tune(WORKLOAD, slo=SLO_SEED, **_one_candidate())
     assert serial.max_num_batched_tokens == 2304
     guess_row = seed_tune.candidates[seed_tune.candidates.is_first_guess].iloc[0]
     assert serial.capacity_per_s == guess_row["capacity_per_s"]
@@ -192,8 +189,7 @@ def test_tune_same_answer_on_any_executor(seed_tune):
 
 def test_tune_when_nothing_meets_the_slo():
     with pytest.raises(SLOUnattainableError, match="no budget meets the SLO"):
-        tune(WORKLOAD, slo=SLO(ttft_p50_s=0.005), hardware=HW, model=MODEL, executor=SerialExecutor(),
-             budget_factors=(1.0,), cap_factors=(1.0,))
+        tune(WORKLOAD, slo=SLO(ttft_p50_s=0.005), **_one_candidate())
     with pytest.raises(NoBudgetMeetsTargetError):
         tune(WORKLOAD, slo=SLO(itl_p99_s=0.002), hardware=HW, model=MODEL)
 
@@ -203,9 +199,8 @@ def test_tune_when_the_slo_holds_at_every_load():
     # tries. This used to be reported as "no budget meets the SLO ... loosen the SLO", the
     # opposite of what happened.
     tiny = SyntheticWorkload(prompt=100, output=10, num_requests=20)
-    with pytest.raises(CapacityAboveBoundsError, match="holds at every load.*num_requests") as info:
-        tune(tiny, slo=SLO(e2e_p99_s=900.0), hardware=HW, model=MODEL, executor=SerialExecutor(),
-             budget_factors=(1.0,), cap_factors=(1.0,), progress=False)
+    with pytest.raises(CapacityAboveBoundsError, match=r"holds at every load.*num_requests") as info:
+        tune(tiny, slo=SLO(e2e_p99_s=900.0), progress=False, **_one_candidate())
     assert info.value.rate_per_s > 0
 
 
@@ -229,3 +224,96 @@ def test_tune_argument_errors(changes, match):
 def test_tune_capacity_matches_a_direct_capacity_search(seed_tune):
     direct = capacity(WORKLOAD, slo=SLO_SEED, engine=seed_tune.engine, hardware=HW, model=MODEL)
     assert direct.capacity_per_s == seed_tune.capacity_per_s
+
+
+@pytest.mark.parametrize(
+    ("summary", "expected"),
+    [
+        (
+            {"cap_bound_fraction": 0.3, "budget_full_fraction": 0.2, "kv_blocked_fraction": 0.0, "num_preemptions": 0},
+            Gate.SLOT,
+        ),
+        (
+            {"cap_bound_fraction": 0.0, "budget_full_fraction": 0.2, "kv_blocked_fraction": 0.1, "num_preemptions": 0},
+            Gate.BUDGET,
+        ),
+        (
+            {"cap_bound_fraction": 0.9, "budget_full_fraction": 0.9, "kv_blocked_fraction": 0.0, "num_preemptions": 2},
+            Gate.KV,
+        ),  # a preemption scores the KV gate 1: it wins every tie
+        (
+            {
+                "cap_bound_fraction": 0.04,
+                "budget_full_fraction": 0.01,
+                "kv_blocked_fraction": 0.0,
+                "num_preemptions": 0,
+            },
+            Gate.NONE,
+        ),  # nothing holds back 5 % of the steps
+        ({"cap_bound_fraction": float("nan"), "budget_full_fraction": float("nan")}, Gate.NONE),  # no step ran
+    ],
+)
+def test_binding_gate_by_hand(summary, expected):
+    from budgetlab.experiments.tune import binding_gate
+
+    assert binding_gate(summary) is expected
+
+
+def test_tune_numbers_are_the_report_keys(seed_tune):
+    numbers = seed_tune.numbers()
+    assert numbers["max_num_batched_tokens"] == seed_tune.max_num_batched_tokens
+    assert numbers["max_num_seqs"] == seed_tune.max_num_seqs
+    assert numbers["capacity_per_s"] == seed_tune.capacity_per_s
+    assert numbers["upper_per_s"] == seed_tune.capacity.upper_per_s
+    assert numbers["binding_gate"] == seed_tune.binding_gate.key
+    assert numbers["binding_gate_label"] == seed_tune.binding_gate.label
+    assert numbers["slo"] == {"ttft_p90_s": 0.8, "itl_p99_s": 0.040}
+    assert numbers["first_guess"]["max_num_batched_tokens"] == 2304
+    assert numbers["first_guess"]["step_budget_tokens"] == 2464
+    assert len(numbers["candidates"]) == len(seed_tune.candidates)
+    assert sum(c["chosen"] for c in numbers["candidates"]) >= 1
+    assert numbers["explanation"] == list(seed_tune.explanation)
+
+
+def test_a_candidate_without_capacity_is_nan_not_zero():
+    import math
+
+    from budgetlab.experiments.capacity import CapacityOutcome
+    from budgetlab.experiments.tune import _candidate_row
+
+    guess = FirstGuess(
+        max_num_batched_tokens=2304,
+        max_num_seqs=256,
+        step_budget_tokens=2464,
+        itl_target_s=0.04,
+        itl_metric="itl_p99_s",
+        kv_tokens=400_000,
+        mean_sequence_tokens=1500.0,
+        explanation=(),
+    )
+    failed = CapacityOutcome(status="fails at every load", result=None, violations=(), rate_per_s=0.5)
+    row = _candidate_row("budget", EngineConfig(max_num_batched_tokens=4096, max_num_seqs=256), failed, guess)
+    assert math.isnan(row["capacity_per_s"]) and row["upper_per_s"] == 0.5 and not row["is_first_guess"]
+    assert _pick([row], "max_num_batched_tokens", 2304, 0.02) is None  # never picked
+
+
+def test_budget_frontier_by_hand():
+    table = pd.DataFrame(
+        {
+            "max_num_batched_tokens": [2048, 512],
+            "rate_per_s": [30.0, 30.0],
+            "max_num_seqs": [256, 256],
+            "ttft_p90_s": [0.3, 1.2],
+            "itl_p99_s": [0.033, 0.009],
+            "max_itl_s": [0.05, 0.02],
+        }
+    )
+    slo = SLO(ttft_p90_s=0.8, itl_p99_s=0.040)
+    frontier = budget_frontier(table, slo=slo)
+    assert frontier.max_num_batched_tokens.tolist() == [512, 2048]  # budgets increasing
+    assert frontier.ttft_s.tolist() == [1.2, 0.3] and frontier.itl_s.tolist() == [0.009, 0.033]
+    assert frontier.meets.tolist() == [False, True]  # 1.2 s breaks the 0.8 s TTFT limit
+    assert set(frontier.ttft_metric) == {"ttft_p90_s"} and set(frontier.itl_metric) == {"itl_p99_s"}
+    tightest = budget_frontier(table, slo=SLO(ttft_p90_s=0.8, max_itl_s=0.030, itl_p99_s=0.040))
+    assert tightest.itl_s.tolist() == [0.02, 0.05] and set(tightest.itl_metric) == {"max_itl_s"}
+    assert budget_frontier(table, slo=slo, itl_metric="max_itl_s").itl_s.tolist() == [0.02, 0.05]

@@ -1,8 +1,10 @@
-"""Tests for budgetlab.workload: arrivals, length distributions, presets and trace loading."""
+"""Tests for budgetlab.workload: arrivals, length distributions, presets, trace loading and the
+workloads that regenerate at any load."""
 
 from __future__ import annotations
 
 import math
+import pickle
 import tempfile
 from dataclasses import FrozenInstanceError
 from datetime import datetime, timedelta
@@ -14,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from budgetlab.errors import TraceFormatError
+from budgetlab.errors import ParameterError, TraceFormatError
 from budgetlab.specs import Request
 from budgetlab.workload import (
     AZURE_COLUMNS,
@@ -27,6 +29,8 @@ from budgetlab.workload import (
     Fixed,
     LengthDistribution,
     LogNormal,
+    SyntheticWorkload,
+    TraceWorkload,
     Uniform,
     code_like,
     conversation_like,
@@ -322,7 +326,7 @@ def test_code_like_matches_the_published_medians():
     ],
 )
 def test_preset_constants_follow_the_documented_derivation(name, prompt, output):
-    """median = trace median, sigma = ln(p90/p50)/z_0.9, max = trace max (see workload.py)."""
+    """median = trace median, sigma = ln(p90/p50)/z_0.9, max = trace max (see budgetlab/workload/lengths.py)."""
     frame = pd.read_csv(TRACES / name)
     z90 = 1.2815515655446004
     for column, dist in (("num_prefill_tokens", prompt), ("num_decode_tokens", output)):
@@ -434,7 +438,7 @@ def test_tolerated_variations(tmp_path):
         "\ufeff arrived_at , num_prefill_tokens,num_decode_tokens,note\r\n"
         "0.0, 12 ,3,first\r\n"
         "\r\n"
-        "0.5,12.0,1e1,\"a, quoted\nnote\"\r\n"
+        '0.5,12.0,1e1,"a, quoted\nnote"\r\n'
         "0.5,7,2,\r\n"
         "\r\n"
     )
@@ -448,11 +452,12 @@ T0 = "2023-11-16 18:15:46.6805900"
 
 # (csv text, line the message must name, column it must name, another phrase it must hold)
 MALFORMED = {
-    "missing column": (
-        "arrived_at,num_prefill_tokens\n0,5\n", 1, "num_decode_tokens", "TIMESTAMP, ContextTokens"
-    ),
+    "missing column": ("arrived_at,num_prefill_tokens\n0,5\n", 1, "num_decode_tokens", "TIMESTAMP, ContextTokens"),
     "missing azure column": (
-        "TIMESTAMP,ContextTokens,tokens_out\n" + T0 + ",5,5\n", 1, "GeneratedTokens", "arrived_at"
+        "TIMESTAMP,ContextTokens,tokens_out\n" + T0 + ",5,5\n",
+        1,
+        "GeneratedTokens",
+        "arrived_at",
     ),
     "empty file": ("", 1, "num_prefill_tokens", "empty"),
     "blank file": ("\n\n", 1, "GeneratedTokens", "empty"),
@@ -460,11 +465,15 @@ MALFORMED = {
     "header and blank lines": (SPLIT + "\n,,\n", 2, "arrived_at", "header"),
     "duplicate column": (
         "arrived_at,num_prefill_tokens,num_decode_tokens,num_decode_tokens\n0,1,1,1\n",
-        1, "num_decode_tokens", "twice",
+        1,
+        "num_decode_tokens",
+        "twice",
     ),
     "both formats": (
         "arrived_at,num_prefill_tokens,num_decode_tokens,TIMESTAMP,ContextTokens,GeneratedTokens\n",
-        1, "TIMESTAMP", "both",
+        1,
+        "TIMESTAMP",
+        "both",
     ),
     "non-numeric prompt": (SPLIT + "0,5,5\n1,lots,5\n", 3, "num_prefill_tokens", "'lots'"),
     "non-integer prompt": (SPLIT + "0,5,5\n1,12.5,5\n", 3, "num_prefill_tokens", "12.5"),
@@ -484,16 +493,14 @@ MALFORMED = {
     "row order before column order": (SPLIT + "0,5,5\n1,5,y\n2,x,5\n", 3, "num_decode_tokens", "'y'"),
     "line after blank lines": (SPLIT + "0,5,5\n\n\n1,5,5.5\n", 5, "num_decode_tokens", "5.5"),
     "line after a quoted line break": (
-        "arrived_at,num_prefill_tokens,num_decode_tokens,note\n0,5,5,\"two\nlines\"\n1,-5,5,ok\n",
-        4, "num_prefill_tokens", "-5",
+        'arrived_at,num_prefill_tokens,num_decode_tokens,note\n0,5,5,"two\nlines"\n1,-5,5,ok\n',
+        4,
+        "num_prefill_tokens",
+        "-5",
     ),
-    "unparseable timestamp": (
-        AZURE + T0 + ",5,5\n2023-11-16 25:99:00,5,5\n", 3, "TIMESTAMP", "ISO 8601"
-    ),
+    "unparseable timestamp": (AZURE + T0 + ",5,5\n2023-11-16 25:99:00,5,5\n", 3, "TIMESTAMP", "ISO 8601"),
     "empty timestamp": (AZURE + T0 + ",5,5\n,5,5\n", 3, "TIMESTAMP", "empty"),
-    "timestamp backwards": (
-        AZURE + T0 + ",5,5\n2023-11-16 18:15:40.0,5,5\n", 3, "TIMESTAMP", "backwards"
-    ),
+    "timestamp backwards": (AZURE + T0 + ",5,5\n2023-11-16 18:15:40.0,5,5\n", 3, "TIMESTAMP", "backwards"),
     "azure non-integer tokens": (AZURE + T0 + ",5,2.25\n", 2, "GeneratedTokens", "2.25"),
     "azure zero context": (AZURE + T0 + ",0,3\n", 2, "ContextTokens", ">= 1"),
 }
@@ -514,13 +521,13 @@ def test_malformed_trace_is_refused_with_file_line_and_column(tmp_path, case):
 
 
 def test_missing_file_and_bad_encoding(tmp_path):
-    with pytest.raises(TraceFormatError, match="nope.csv.*does not exist"):
+    with pytest.raises(TraceFormatError, match=r"nope\.csv.*does not exist"):
         load_trace(tmp_path / "nope.csv")
     with pytest.raises(TraceFormatError, match="directory"):
         load_trace(tmp_path)
     bad = tmp_path / "latin1.csv"
     bad.write_bytes(SPLIT.encode() + "0,5,5\n1,5,5 caf\xe9\n".encode("latin-1"))
-    with pytest.raises(TraceFormatError, match="latin1.csv"):
+    with pytest.raises(TraceFormatError, match=r"latin1\.csv"):
         load_trace(bad)
 
 
@@ -613,3 +620,127 @@ def test_requests_from_frame_defaults_and_errors():
         requests_from_frame(frame.drop(columns="output_tokens"))
     with pytest.raises(ValueError, match="frame row 1"):
         requests_from_frame(frame.assign(prompt_tokens=[3.0, 4.5]))
+
+
+# --------------------------------------------------------------------------------------------
+# Workloads that regenerate at any load (SyntheticWorkload, TraceWorkload)
+# --------------------------------------------------------------------------------------------
+
+SMALL = SyntheticWorkload.conversation_like(num_requests=200)
+
+
+def test_synthetic_workload_common_random_numbers():
+    slow = SMALL.requests(rate_per_s=2.0, seed=3)
+    fast = SMALL.requests(rate_per_s=8.0, seed=3)
+    assert [(r.request_id, r.prompt_tokens, r.output_tokens) for r in slow] == [
+        (r.request_id, r.prompt_tokens, r.output_tokens) for r in fast
+    ]
+    np.testing.assert_allclose([r.arrival_at_s for r in slow], [4.0 * r.arrival_at_s for r in fast], rtol=1e-12)
+    assert slow[0].arrival_at_s == 0.0
+    assert SMALL.requests(rate_per_s=2.0, seed=3) == slow  # deterministic
+    assert SMALL.requests(rate_per_s=2.0, seed=4) != slow
+    assert len(slow) == 200
+
+
+def test_synthetic_workload_presets_and_validation():
+    assert SyntheticWorkload.conversation_like().label == "conversation-like"
+    assert SyntheticWorkload.code_like(num_requests=10).num_requests == 10
+    with pytest.raises(ParameterError, match="num_requests"):
+        SyntheticWorkload(prompt=10, output=10, num_requests=0)
+    with pytest.raises(ValueError, match="gamma"):
+        SyntheticWorkload(prompt=10, output=10, cv=2.0)
+    with pytest.raises(ParameterError, match="rate_per_s"):
+        SMALL.requests(rate_per_s=0.0)
+    w = SyntheticWorkload(prompt=100, output=Fixed(20), num_requests=5)
+    assert w.mean_sequence_tokens() == 120.0
+
+
+def test_trace_workload_replays_at_any_rate():
+    reqs = [Request(i, 10.0 + 2.0 * i, 100 + i, 5) for i in range(11)]  # 0.5 req/s, starts at 10 s
+    trace = TraceWorkload.from_requests(reqs, label="t")
+    assert trace.native_rate_per_s == pytest.approx(0.5)
+    assert trace.time_scale_for(1.0) == pytest.approx(0.5)
+    assert trace.rate_for(0.25) == pytest.approx(2.0)
+    replay = trace.requests(rate_per_s=1.0, seed=7)
+    assert [r.arrival_at_s for r in replay] == pytest.approx([float(i) for i in range(11)])
+    assert [r.prompt_tokens for r in replay] == [100 + i for i in range(11)]
+    assert trace.mean_sequence_tokens() == pytest.approx(110.0)
+    assert "0.5 req/s" in repr(trace)
+    with pytest.raises(ParameterError, match="at least two requests"):
+        TraceWorkload.from_requests(reqs[:1])
+
+
+@pytest.mark.parametrize(
+    ("arrivals", "prompts", "outputs", "match"),
+    [
+        # Fractional token counts used to be truncated silently by the int64 cast (12.5 -> 12).
+        ([0.0, 1.0], [12.5, 3], [1, 1], "whole numbers"),
+        ([0.0, 1.0], [12, 3], [1, 2.5], "whole numbers"),
+        ([0.0, 1.0], [12, np.nan], [1, 1], "whole numbers"),
+        # A NaN arrival inside the trace used to pass the order check (NaN < x is False).
+        ([0.0, np.nan, 2.0], [1, 1, 1], [1, 1, 1], "finite"),
+        ([0.0, 1.0, np.inf], [1, 1, 1], [1, 1, 1], "finite"),
+    ],
+)
+def test_trace_workload_refuses_what_it_would_silently_change(arrivals, prompts, outputs, match):
+    with pytest.raises(ParameterError, match=match):
+        TraceWorkload(np.array(arrivals), np.array(prompts), np.array(outputs))
+
+
+def test_trace_workload_from_shared_csv(shared_traces):
+    trace = TraceWorkload.from_csv(shared_traces / "splitwise_conv.csv", max_requests=500)
+    assert trace.label == "splitwise_conv" and trace.num_requests == 500
+    replay = trace.requests(rate_per_s=10.0)
+    rate = (len(replay) - 1) / (replay[-1].arrival_at_s - replay[0].arrival_at_s)
+    assert rate == pytest.approx(10.0)
+
+
+def test_workloads_pickle():
+    trace = TraceWorkload.from_requests([Request(i, float(i), 10, 3) for i in range(5)])
+    for w in (SMALL, trace):
+        back = pickle.loads(pickle.dumps(w))
+        assert back.requests(rate_per_s=3.0, seed=1) == w.requests(rate_per_s=3.0, seed=1)
+
+
+def test_fixed_length_twins_keep_the_arrivals():
+    twin = SMALL.with_fixed_lengths(seed=2)
+    real = SMALL.requests(rate_per_s=3.0, seed=2)
+    fixed = twin.requests(rate_per_s=3.0, seed=2)
+    assert [r.arrival_at_s for r in real] == [r.arrival_at_s for r in fixed]
+    assert twin.prompt == Fixed(round(np.mean([r.prompt_tokens for r in real])))
+    assert twin.label == f"fixed lengths ({twin.prompt.tokens:,} + {twin.output.tokens:,} tokens)"
+    trace = TraceWorkload([0.0, 1.0, 3.0], [10, 20, 33], [1, 2, 4])
+    trace_twin = trace.with_fixed_lengths()
+    assert trace_twin.prompt_tokens.tolist() == [21, 21, 21] and trace_twin.output_tokens.tolist() == [2, 2, 2]
+    assert np.array_equal(trace_twin.arrival_at_s, trace.arrival_at_s)
+
+
+def test_trace_workload_from_csv_trusts_load_trace(tmp_path, monkeypatch):
+    path = tmp_path / "small.csv"
+    path.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,10,2\n0.5,20,3\n2.0,30,4\n")
+    # the constructor's own array checks would run through __post_init__; from_csv must not need them
+    monkeypatch.setattr(TraceWorkload, "__post_init__", lambda self: pytest.fail("re-validated"))
+    trace = TraceWorkload.from_csv(path)
+    assert trace.label == "small" and trace.num_requests == 3
+    assert trace.arrival_at_s.tolist() == [0.0, 0.5, 2.0] and trace.prompt_tokens.tolist() == [10, 20, 30]
+    assert trace.native_rate_per_s == pytest.approx(1.0)  # 2 gaps over 2 s
+    assert not trace.output_tokens.flags.writeable
+    assert pickle.loads(pickle.dumps(trace)).requests(rate_per_s=2.0) == trace.requests(rate_per_s=2.0)
+    one = tmp_path / "one.csv"
+    one.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,10,2\n")
+    with pytest.raises(ParameterError, match="at least two requests"):  # still checked: a rate needs two
+        TraceWorkload.from_csv(one)
+
+
+def test_workload_stats_by_hand():
+    from budgetlab.workload import TraceWorkload
+    from budgetlab.workload.frames import WORKLOAD_STATS, workload_stats
+
+    two = TraceWorkload.from_requests([Request(0, 0.0, 100, 10), Request(1, 1.0, 300, 30)])
+    stats = workload_stats(two)
+    assert tuple(stats) == WORKLOAD_STATS
+    assert stats["prompt_p50_tokens"] == 200 and stats["prompt_mean_tokens"] == 200
+    assert stats["prompt_p90_tokens"] == pytest.approx(280)  # 100 + 0.9 × 200, linear interpolation
+    outputs = (stats["output_p50_tokens"], stats["output_p90_tokens"], stats["output_mean_tokens"])
+    assert outputs == pytest.approx((20, 28, 20))
+    assert stats["sequence_mean_tokens"] == 220 and stats["num_requests"] == 2

@@ -1,0 +1,226 @@
+"""Where an experiment's simulations run: any :class:`concurrent.futures.Executor`.
+
+A sweep, a set of capacity searches or the tuner hands independent, deterministic tasks to
+:func:`run_tasks`, which runs them on an executor and returns the results in task order,
+whatever order they finished in. Without an executor it makes one for the call
+(:func:`executor_for`: this process for a single task, else :func:`default_executor`, a local
+process pool) and shuts it down at the end; an executor you pass is left running.
+
+Running on a Dask cluster
+-------------------------
+A Dask ``distributed`` client provides an executor (``pip install budgetlab[distributed]``)::
+
+    from distributed import Client
+    executor = Client("tcp://scheduler:8786").get_executor()
+
+then ``sweep(..., executor=executor)``. The table is the same, row for row and bit for bit,
+whichever executor computes it. Workers need budgetlab installed (the same version): tasks are
+pickled with their module paths (``budgetlab.experiments.sweep.SweepPoint``, ...).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from budgetlab._checks import is_flag
+from budgetlab.errors import ParameterError
+
+__all__ = [
+    "SerialExecutor",
+    "default_executor",
+    "executor_for",
+    "run_tasks",
+    "show_progress",
+    "check_executor",
+    "PROGRESS_MIN_POINTS",
+    "FORKSERVER_PRELOAD",
+]
+
+TaskT = TypeVar("TaskT")
+ResultT = TypeVar("ResultT")
+
+PROGRESS_MIN_POINTS = 16
+"""With ``progress=None`` a sweep shows its bar only from this many grid points up."""
+
+FORKSERVER_PRELOAD = ("budgetlab.experiments.sweep", "budgetlab.experiments.capacity", "budgetlab.simulator")
+"""Modules a ``forkserver`` imports once, before forking workers. The forkserver ignores an
+``ImportError`` here (workers then only start slower), so a test imports each of them."""
+
+
+class SerialExecutor(cf.Executor):
+    """Runs each task in the calling process, at submission: no workers, no pickling.
+
+    Handy for debugging, for tiny grids, and for workloads or cost factories defined in a
+    notebook cell (which worker processes cannot import). Gives the same table as any other
+    executor.
+    """
+
+    def __init__(self) -> None:
+        self._shutdown = False
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future[Any]:
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError("cannot submit to a SerialExecutor after shutdown")
+        future: cf.Future[Any] = cf.Future()
+        future.set_running_or_notify_cancel()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # handed to the caller through the future
+            future.set_exception(exc)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._shutdown = True
+
+
+def _mp_context() -> multiprocessing.context.BaseContext:
+    """``forkserver`` where available (clean, fast workers with budgetlab preloaded; fork
+    from a process that may hold threads, such as a Dask client's, can deadlock), else
+    ``spawn``."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def default_executor(num_tasks: int) -> cf.ProcessPoolExecutor:
+    """A local process pool with ``min(os.cpu_count(), num_tasks)`` workers."""
+    workers = max(1, min(os.cpu_count() or 1, num_tasks))
+    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=_mp_context())
+
+
+def check_executor(executor: object) -> cf.Executor | None:
+    """``executor`` if it is a :class:`concurrent.futures.Executor` or ``None``.
+
+    Raises
+    ------
+    ParameterError
+        Anything else.
+    """
+    if executor is not None and not isinstance(executor, cf.Executor):
+        raise ParameterError(
+            "executor must be a concurrent.futures.Executor (a ProcessPoolExecutor, "
+            f"SerialExecutor, or a Dask client's get_executor()), got {type(executor).__name__}"
+        )
+    return executor
+
+
+def show_progress(progress: object, num_tasks: int) -> bool:
+    """Whether to draw a progress bar over ``num_tasks`` tasks.
+
+    Parameters
+    ----------
+    progress : bool or None
+        ``True``: always; ``False``: never; ``None``: from :data:`PROGRESS_MIN_POINTS` tasks up,
+        when stderr is a terminal or in Jupyter.
+    num_tasks : int
+        Tasks to run [count].
+
+    Raises
+    ------
+    ParameterError
+        ``progress`` neither a bool nor ``None``.
+    """
+    if progress is None:
+        interactive = "ipykernel" in sys.modules or bool(getattr(sys.stderr, "isatty", lambda: False)())
+        return num_tasks >= PROGRESS_MIN_POINTS and interactive
+    if not is_flag(progress):
+        raise ParameterError(f"progress must be True, False or None (automatic), got {progress!r}")
+    return bool(progress)
+
+
+@contextmanager
+def executor_for(executor: cf.Executor | None, num_tasks: int) -> Iterator[cf.Executor]:
+    """The executor to run ``num_tasks`` tasks on, owned for the ``with`` block when made here.
+
+    ``executor`` itself when given (left running afterwards). ``None``: a
+    :class:`SerialExecutor` for at most one task, else :func:`default_executor`; either is shut
+    down when the block ends (pending tasks cancelled), even on an error. Use it around several
+    :func:`run_tasks` calls to share one pool between them (the tuner's two phases do).
+
+    Parameters
+    ----------
+    executor : concurrent.futures.Executor or None
+    num_tasks : int
+        How many tasks the pool should have workers for [count].
+    """
+    check_executor(executor)
+    if executor is not None:
+        yield executor
+        return
+    made: cf.Executor = SerialExecutor() if num_tasks <= 1 else default_executor(num_tasks)
+    try:
+        yield made
+    finally:
+        made.shutdown(wait=True, cancel_futures=True)
+
+
+def run_tasks(
+    fn: Callable[[TaskT], ResultT],
+    tasks: Sequence[TaskT],
+    *,
+    executor: cf.Executor | None,
+    progress: bool | None,
+    describe: Callable[[int], str],
+    unit: str = "point",
+    desc: str = "budgetlab sweep",
+) -> list[ResultT]:
+    """Run ``fn`` over ``tasks`` on an executor; results in task order whatever the completion
+    order.
+
+    A failing task cancels the rest and re-raises, with a note naming the task.
+
+    Parameters
+    ----------
+    fn : callable
+        Module-level function (process pools and Dask pickle it by name).
+    tasks : sequence
+        Its arguments, one task each (picklable for a pool).
+    executor : concurrent.futures.Executor or None
+        See :func:`executor_for`.
+    progress : bool or None
+        See :func:`show_progress`.
+    describe : callable
+        ``describe(i)`` names task ``i`` in the note added to its error
+        (``"grid point 3: ..."``).
+    unit, desc : str
+        The progress bar's unit and title.
+    """
+    show = show_progress(progress, len(tasks))
+    results: list[Any] = [None] * len(tasks)
+    with executor_for(executor, len(tasks)) as pool:
+        bar = None
+        if show:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(tasks), unit=unit, desc=desc, leave=False)
+        futures: dict[cf.Future[ResultT], int] = {}
+        try:
+            for i, task in enumerate(tasks):
+                futures[pool.submit(fn, task)] = i
+            for future in cf.as_completed(futures):
+                i = futures[future]
+                try:
+                    results[i] = future.result()
+                except Exception as exc:
+                    exc.add_note(f"(while simulating {describe(i)})")
+                    raise
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            for future in futures:
+                future.cancel()
+            if bar is not None:
+                bar.close()
+    return results

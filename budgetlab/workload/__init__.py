@@ -1,0 +1,151 @@
+"""Workloads for the simulator: synthetic arrivals and lengths, validated trace CSVs, and
+workloads that regenerate at any offered load.
+
+Reading guide, one concept per module:
+
+* :mod:`~budgetlab.workload.arrivals` -- arrival processes, :func:`poisson_arrivals` and
+  :func:`gamma_arrivals` (numpy arrays of instants [s]);
+* :mod:`~budgetlab.workload.lengths` -- length distributions :class:`Fixed`, :class:`Uniform`,
+  :class:`LogNormal`, :class:`Empirical` (``sample(n, rng)`` returns token counts) and the
+  Splitwise presets (:data:`PRESETS`, ``CONVERSATION_*``, ``CODE_*``);
+* :mod:`~budgetlab.workload.synthetic` -- :func:`synthetic_workload`, :func:`conversation_like`,
+  :func:`code_like` (lists of :class:`~budgetlab.specs.Request`) and :class:`SyntheticWorkload`;
+* :mod:`~budgetlab.workload.traces` -- :func:`load_trace` (every cell checked) and
+  :class:`TraceWorkload`;
+* :mod:`~budgetlab.workload.frames` -- :func:`trace_stats` and the DataFrame round trips
+  (:data:`REQUEST_COLUMNS`).
+
+This module adds what the experiments need of any workload: the :class:`SweepWorkload`
+protocol, :func:`check_workload` and :func:`mean_sequence_tokens`.
+
+Conventions
+-----------
+* Every synthetic arrival sequence starts at 0: the first request arrives at ``t = 0 s`` and
+  request ``i`` arrives after ``i`` inter-arrival gaps, like the Splitwise traces (whose first
+  row is at 0.0 s). ``n`` requests therefore span ``n - 1`` gaps.
+* The *rate* of a sequence of arrivals is the inverse of its mean inter-arrival gap,
+  ``(num_requests - 1) / (last - first arrival)`` [1/s]; :func:`trace_stats` and the
+  ``rate_per_s`` option of :func:`load_trace` both use this definition.
+* Everything random is driven by a seeded :class:`numpy.random.Generator`; the same seed
+  gives the same list of requests, bit for bit.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from budgetlab.errors import ParameterError
+from budgetlab.specs import Request
+from budgetlab.workload.arrivals import ARRIVAL_KINDS, ArrivalKind, gamma_arrivals, poisson_arrivals
+from budgetlab.workload.frames import (
+    REQUEST_COLUMNS,
+    mean_total_tokens,
+    requests_from_frame,
+    requests_to_frame,
+    trace_stats,
+)
+from budgetlab.workload.lengths import (
+    CODE_OUTPUT,
+    CODE_PROMPT,
+    CONVERSATION_OUTPUT,
+    CONVERSATION_PROMPT,
+    PRESETS,
+    Empirical,
+    Fixed,
+    LengthDistribution,
+    LogNormal,
+    Uniform,
+)
+from budgetlab.workload.synthetic import (
+    DEFAULT_NUM_REQUESTS,
+    SyntheticWorkload,
+    code_like,
+    conversation_like,
+    synthetic_workload,
+)
+from budgetlab.workload.traces import AZURE_COLUMNS, SPLITWISE_COLUMNS, TraceWorkload, load_trace
+
+__all__ = [
+    # arrivals
+    "poisson_arrivals",
+    "gamma_arrivals",
+    "ArrivalKind",
+    "ARRIVAL_KINDS",
+    # lengths, and the Splitwise presets
+    "LengthDistribution",
+    "Fixed",
+    "Uniform",
+    "LogNormal",
+    "Empirical",
+    "PRESETS",
+    "CONVERSATION_PROMPT",
+    "CONVERSATION_OUTPUT",
+    "CODE_PROMPT",
+    "CODE_OUTPUT",
+    # synthetic workloads
+    "synthetic_workload",
+    "conversation_like",
+    "code_like",
+    "SyntheticWorkload",
+    "DEFAULT_NUM_REQUESTS",
+    # traces, and requests as tables
+    "load_trace",
+    "TraceWorkload",
+    "SPLITWISE_COLUMNS",
+    "AZURE_COLUMNS",
+    "REQUEST_COLUMNS",
+    "trace_stats",
+    "requests_to_frame",
+    "requests_from_frame",
+    # what the experiments need of any workload
+    "SweepWorkload",
+    "check_workload",
+    "mean_sequence_tokens",
+]
+
+
+@runtime_checkable
+class SweepWorkload(Protocol):
+    """What :func:`budgetlab.sweep` and :func:`budgetlab.capacity` need from a workload.
+
+    ``requests(rate_per_s=..., seed=...)`` returns the requests offered at that load [1/s];
+    ``label`` names it in tables. It must be picklable (defined in an importable module, not a
+    notebook cell) to run in worker processes, and deterministic: the same arguments give the
+    same requests. :class:`SyntheticWorkload` and :class:`TraceWorkload` are two.
+    """
+
+    label: str
+
+    def requests(self, *, rate_per_s: float, seed: int = 0) -> list[Request]:  # pragma: no cover
+        ...
+
+
+def check_workload(workload: object) -> SweepWorkload:
+    """``workload`` if it regenerates its requests at any load (a :class:`SweepWorkload`).
+
+    Raises
+    ------
+    ParameterError
+        Anything else, a plain list of requests included (the message says how to wrap one).
+    """
+    if not isinstance(workload, SweepWorkload):
+        raise ParameterError(
+            "workload must regenerate its requests at any load: a SyntheticWorkload, a "
+            "TraceWorkload, or an object with a label and requests(rate_per_s=..., seed=...); "
+            f"got {type(workload).__name__}. A plain list of requests has one fixed load: wrap it "
+            "with TraceWorkload.from_requests(requests)"
+        )
+    return workload
+
+
+def mean_sequence_tokens(workload: SweepWorkload, *, seed: int = 0) -> float:
+    """Mean prompt + output length of a workload's requests [tokens].
+
+    Its own ``mean_sequence_tokens(seed=)`` where it has one (both workload classes here do),
+    else the mean over ``requests(rate_per_s=1.0, seed=seed)`` (lengths do not depend on the
+    load).
+    """
+    method = getattr(workload, "mean_sequence_tokens", None)
+    if callable(method):
+        return float(method(seed=seed))
+    return mean_total_tokens(workload.requests(rate_per_s=1.0, seed=seed))
