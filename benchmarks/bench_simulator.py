@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"  fast     : {wall:.3f} s wall (best of {max(args.repeat, 1)}; {cpu:.3f} s CPU), "
         f"{simulated_s:,.1f} simulated s -> {simulated_s / wall:,.0f} sim-s per wall-s; "
-        f"{summary['num_steps']:,} steps, {len(result._trace.runs.k):,} jumped runs"
+        f"{summary['num_steps']:,} steps, {result.num_jumped_runs:,} jumped runs"
     )
 
     ref_requests = requests if args.reference_limit <= 0 else requests.iloc[: args.reference_limit]

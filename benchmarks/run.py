@@ -12,8 +12,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_simulator  # noqa: E402
-import bench_sweep  # noqa: E402
+import bench_simulator
+import bench_sweep
 
 
 def main() -> None:

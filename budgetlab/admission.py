@@ -23,11 +23,38 @@ __all__ = ["Gate", "Admission", "seq_slot_free", "budget_has_room", "kv_blocks_f
 
 
 class Gate(enum.Enum):
-    """The gate that refused a request."""
+    """The package's one gate vocabulary: which gate refused a request, or held a step's
+    waiting requests back.
 
-    SEQUENCE_SLOT = "sequence slot"
-    TOKEN_BUDGET = "token budget"
-    KV_BLOCKS = "KV blocks"
+    Members are listed in the order reports list them. ``value`` is the short stable key that
+    tables store (``"slot"``, ``"budget"``, ``"kv"``, ``"none"``; ``Gate("kv")`` looks one up);
+    :attr:`label` is the words a chart or a table shows. :data:`NONE` is not a gate: it marks a
+    step at which nobody waited (:func:`budgetlab.metrics.step_gates`); :func:`admit` never
+    returns it.
+    """
+
+    SLOT = "slot"
+    BUDGET = "budget"
+    KV = "kv"
+    NONE = "none"
+
+    @property
+    def label(self) -> str:
+        """The gate in words, for display (``"sequence slot (max_num_seqs)"``, ...)."""
+        return _GATE_LABELS[self.value]
+
+    @property
+    def key(self) -> str:
+        """The short stable key tables store (the same as ``value``)."""
+        return str(self.value)
+
+
+_GATE_LABELS = {
+    "slot": "sequence slot (max_num_seqs)",
+    "budget": "token budget",
+    "kv": "KV memory",
+    "none": "nobody waiting",
+}
 
 
 def seq_slot_free(*, num_running: int, max_num_seqs: int) -> bool:
@@ -94,16 +121,14 @@ def admit(
         Tokens per block [tokens].
     """
     if not budget_has_room(budget_left_tokens=budget_left_tokens):
-        return Admission(False, Gate.TOKEN_BUDGET, "this step's token budget is used up")
+        return Admission(False, Gate.BUDGET, "this step's token budget is used up")
     if not seq_slot_free(num_running=num_running, max_num_seqs=max_num_seqs):
-        return Admission(
-            False, Gate.SEQUENCE_SLOT, f"all {max_num_seqs} sequence slots (max_num_seqs) are taken"
-        )
+        return Admission(False, Gate.SLOT, f"all {max_num_seqs} sequence slots (max_num_seqs) are taken")
     needed = blocks_for_tokens(known_tokens, block_size)
     if not kv_blocks_fit(known_tokens=known_tokens, free_blocks=free_blocks, block_size=block_size):
         return Admission(
             False,
-            Gate.KV_BLOCKS,
+            Gate.KV,
             f"its {known_tokens} known tokens need {needed} KV blocks but only {free_blocks} are free",
         )
     return Admission(

@@ -7,8 +7,7 @@ import math
 
 import pandas as pd
 
-import budgetlab.simulator as simulator_module
-from budgetlab.simulator import SimResult, simulate
+from budgetlab.simulator import RunOptions, SimResult, simulate, simulate_with
 
 
 def assert_same(a: SimResult, b: SimResult) -> None:
@@ -27,11 +26,6 @@ def run_all_modes(requests, eng, cost) -> SimResult:
     pass forced on, agree exactly; return the reference result."""
     reference = simulate(requests, engine=eng, cost=cost, mode="reference")
     assert_same(reference, simulate(requests, engine=eng, cost=cost, mode="fast"))
-    old = simulator_module._VECTOR_MIN_RUNNING
-    simulator_module._VECTOR_MIN_RUNNING = 1
-    try:
-        vectorized = simulate(requests, engine=eng, cost=cost, mode="fast")
-    finally:
-        simulator_module._VECTOR_MIN_RUNNING = old
+    vectorized = simulate_with(requests, engine=eng, cost=cost, options=RunOptions(mode="fast", vector_min_running=1))
     assert_same(reference, vectorized)
     return reference

@@ -19,15 +19,21 @@ def test_each_gate_alone():
 
 
 def test_admit_names_the_refusing_gate():
-    base = {"num_running": 10, "max_num_seqs": 256, "budget_left_tokens": 1948, "known_tokens": 5000, "free_blocks": 1000}
+    base = {
+        "num_running": 10,
+        "max_num_seqs": 256,
+        "budget_left_tokens": 1948,
+        "known_tokens": 5000,
+        "free_blocks": 1000,
+    }
     assert admit(**base).admitted
     assert admit(**base).refused_by is None
     full = admit(**{**base, "num_running": 256})
-    assert full.refused_by is Gate.SEQUENCE_SLOT and "256 sequence slots" in full.reason
+    assert full.refused_by is Gate.SLOT and "256 sequence slots" in full.reason
     spent = admit(**{**base, "budget_left_tokens": 0})
-    assert spent.refused_by is Gate.TOKEN_BUDGET
+    assert spent.refused_by is Gate.BUDGET
     short = admit(**{**base, "free_blocks": 100})
-    assert short.refused_by is Gate.KV_BLOCKS and "need 313 KV blocks but only 100 are free" in short.reason
+    assert short.refused_by is Gate.KV and "need 313 KV blocks but only 100 are free" in short.reason
 
 
 @given(
@@ -39,7 +45,11 @@ def test_admit_names_the_refusing_gate():
 )
 def test_admitted_exactly_when_all_three_gates_pass(num_running, max_num_seqs, budget_left, known, free):
     decision = admit(
-        num_running=num_running, max_num_seqs=max_num_seqs, budget_left_tokens=budget_left, known_tokens=known, free_blocks=free
+        num_running=num_running,
+        max_num_seqs=max_num_seqs,
+        budget_left_tokens=budget_left,
+        known_tokens=known,
+        free_blocks=free,
     )
     all_pass = (
         seq_slot_free(num_running=num_running, max_num_seqs=max_num_seqs)
@@ -48,3 +58,13 @@ def test_admitted_exactly_when_all_three_gates_pass(num_running, max_num_seqs, b
     )
     assert decision.admitted == all_pass
     assert (decision.refused_by is None) == all_pass
+
+
+def test_gate_vocabulary_keys_and_labels():
+    # The keys are the strings tables store (metrics.step_gates' ``gate`` column), in report order.
+    assert [g.value for g in Gate] == ["slot", "budget", "kv", "none"]
+    assert Gate("kv") is Gate.KV and Gate.KV.key == "kv"
+    assert Gate.SLOT.label == "sequence slot (max_num_seqs)"
+    assert Gate.BUDGET.label == "token budget"
+    assert Gate.KV.label == "KV memory"
+    assert Gate.NONE.label == "nobody waiting"

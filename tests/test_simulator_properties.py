@@ -7,21 +7,28 @@ invariants: every request finishes with exactly its output tokens, no step excee
 or ``max_num_seqs``, KV blocks in use never exceed the pool and match ``num_free_kv_blocks``,
 no admissions in a step that preempted, chunk kinds follow the reference's labels, time never
 goes backwards, and the per-request and summary latencies equal those recomputed from the
-replayed token times.
+replayed token times. A second replay runs every step through the pedagogical model,
+:func:`budgetlab.budget.fill_step` and :func:`budgetlab.admission.admit`, so the executed
+scheduler and the one the notebooks explain cannot drift apart.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import defaultdict, deque
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from budgetlab import Batch, ConstantCost, EngineConfig, IdealCost, Request
+from budgetlab.admission import Gate, admit
+from budgetlab.budget import fill_step
 from budgetlab.catalog import hardware, model
+from budgetlab.memory import blocks_for_tokens
 from budgetlab.simulator import simulate
+from budgetlab.simulator.state import blocks_for_tokens_array, new_blocks
+
 from sim_modes import assert_same, run_all_modes
 
 IDEAL = IdealCost(hardware("h100-sxm"), model("llama-3.1-8b"))
@@ -193,3 +200,123 @@ def test_longer_decodes_with_jumps_agree(scenario):
     requests, eng, cost = scenario
     result = run_all_modes(requests, eng, cost)
     replay_and_check(result, requests, eng)
+
+
+# --------------------------------------------------------------------------------------------
+# The pedagogical model and the executed one cannot drift: the step log, replayed through
+# budget.fill_step (token budget) and admission.admit (the three gates), gives the same steps.
+# --------------------------------------------------------------------------------------------
+
+
+def replay_through_the_gates(result, requests, eng) -> None:
+    """Re-derive every step's running pass with :func:`budget.fill_step` and every admission
+    decision with :func:`admission.admit`, from the state the step log implies."""
+    spec = {r.request_id: r for r in requests}
+    arrivals = deque(r.request_id for r in sorted(requests, key=lambda r: r.arrival_at_s))  # stable
+    bs, pool, budget = eng.block_size, result.num_kv_blocks, eng.max_num_batched_tokens
+    computed: dict = defaultdict(int)
+    generated: dict = defaultdict(int)
+    recomputing: set = set()
+    running: list = []
+    waiting: deque = deque()
+
+    def known(rid) -> int:
+        return spec[rid].prompt_tokens + generated[rid]
+
+    for entry in result.step_log():
+        while arrivals and spec[arrivals[0]].arrival_at_s <= entry["start_at_s"]:
+            waiting.append(arrivals.popleft())
+        decoding = [r for r in running if generated[r] and r not in recomputing]
+        if eng.policy == "decode-first" and len(decoding) < len(running):
+            walk = decoding + [r for r in running if r not in decoding]
+        else:
+            walk = list(running)
+        scheduled = [(rid, n) for rid, n, _ in entry["scheduled"]]
+        fill = fill_step(
+            budget_tokens=budget,
+            running_remaining_tokens=[known(r) - computed[r] for r in walk],
+            waiting_remaining_tokens=[known(r) for r in waiting],
+            long_prefill_token_threshold=eng.long_prefill_token_threshold,
+            max_num_seqs=eng.max_num_seqs,
+        )
+        if entry["preempted"]:
+            # Preemption cuts the running pass short and skips the waiting pass: what ran is
+            # the token model's running pass minus the victims, in walk order.
+            ran = [(r, n) for r, n in zip(walk, fill.running_tokens) if n and r not in entry["preempted"]]
+            assert scheduled == ran[: len(scheduled)]
+        else:
+            ran = [(r, n) for r, n in zip(walk, fill.running_tokens) if n]
+            assert scheduled[: len(ran)] == ran
+            admitted = scheduled[len(ran) :]
+            assert [n for _, n in admitted] == list(fill.admitted_tokens[: len(admitted)])
+            free = pool - sum(blocks_for_tokens(computed[r] + n, bs) for r, n in ran)
+            free -= sum(blocks_for_tokens(computed[r], bs) for r in running if r not in dict(ran))
+            left = budget - sum(n for _, n in ran)
+            for j, (rid, n) in enumerate(admitted):
+                assert rid == waiting[j]
+                decision = admit(
+                    num_running=len(running) + j,
+                    max_num_seqs=eng.max_num_seqs,
+                    budget_left_tokens=left,
+                    known_tokens=known(rid),
+                    free_blocks=free,
+                    block_size=bs,
+                )
+                assert decision.admitted, decision.reason
+                left -= n
+                free -= blocks_for_tokens(n, bs)
+            if len(admitted) < len(waiting):  # why the next one in line was not admitted
+                head = waiting[len(admitted)]
+                decision = admit(
+                    num_running=len(running) + len(admitted),
+                    max_num_seqs=eng.max_num_seqs,
+                    budget_left_tokens=left,
+                    known_tokens=known(head),
+                    free_blocks=free,
+                    block_size=bs,
+                )
+                threshold = eng.long_prefill_token_threshold
+                chunk = min(known(head), threshold) if threshold and len(running) + len(waiting) > 1 else known(head)
+                if decision.admitted:  # only a whole prompt that does not fit stops it, chunking off
+                    assert not eng.enable_chunked_prefill and chunk > left
+                elif decision.refused_by is Gate.KV:  # the token model alone would have taken it
+                    assert len(fill.admitted_tokens) > len(admitted)
+                else:
+                    assert decision.refused_by in (Gate.BUDGET, Gate.SLOT)
+                    assert len(fill.admitted_tokens) == len(admitted)
+            for _ in admitted:
+                running.append(waiting.popleft())
+        for rid in entry["preempted"]:
+            running.remove(rid)
+            computed[rid] = 0
+            recomputing.add(rid)
+            waiting.appendleft(rid)
+        for rid, n in scheduled:
+            computed[rid] += n
+            if computed[rid] == known(rid):
+                generated[rid] += 1
+                recomputing.discard(rid)
+                if generated[rid] == spec[rid].output_tokens:
+                    running.remove(rid)
+    assert not running and not waiting and not arrivals
+
+
+@settings(max_examples=200)
+@given(scenarios())
+def test_step_log_replays_through_fill_step_and_admit(scenario):
+    requests, eng, cost = scenario
+    result = simulate(requests, engine=eng, cost=cost, mode="reference")
+    replay_through_the_gates(result, requests, eng)
+
+
+@given(st.integers(0, 10_000), st.integers(0, 5_000), st.sampled_from([1, 2, 3, 4, 16, 32]))
+def test_block_helpers_equal_memory_blocks_for_tokens(computed, num_tokens, block_size):
+    # The simulator's block arithmetic: the named helpers and the form its two hottest loops
+    # inline (running pass, decode-run advance) are all memory.blocks_for_tokens.
+    expected = blocks_for_tokens(computed + num_tokens, block_size) - blocks_for_tokens(computed, block_size)
+    assert new_blocks(computed, num_tokens, block_size) == expected
+    inlined = (computed + num_tokens + block_size - 1) // block_size - (computed + block_size - 1) // block_size
+    assert inlined == expected
+    values = np.array([computed, num_tokens, computed + num_tokens], dtype=np.int64)
+    expected_each = [blocks_for_tokens(int(v), block_size) for v in values]
+    assert blocks_for_tokens_array(values, block_size).tolist() == expected_each

@@ -1,0 +1,263 @@
+"""Continuous-batching step simulator that schedules exactly like vLLM V1.
+
+:func:`simulate` replays a list of requests through an engine step by step. Every step is
+filled by the rules in ``shared/reference/vllm-v1-scheduling.md`` (vLLM 0.33, synchronous,
+FCFS, chunked prefill, no prefix caching):
+
+1. Requests that arrived at or before the step's start join the waiting queue (FIFO; equal
+   arrival times keep their input order).
+2. *Running pass*: the running list in admission order; each request asks for
+   ``min(remaining, long_prefill_token_threshold if > 0, budget left)`` tokens, where
+   remaining is 1 for a decode and the rest of its prompt (or of prompt + generated tokens
+   after a preemption) for a prefill; the threshold is ignored when running + waiting == 1.
+   Its new KV blocks are ``ceil((computed + n) / block_size) − ceil(computed / block_size)``;
+   while the free pool is short, the newest running request (the tail of the list, never one
+   already scheduled in this step) is preempted: its blocks are freed, its computed tokens
+   reset, and it goes to the *front* of the waiting queue (several victims keep their
+   order). A request that has to preempt itself ends the pass. The pass stops when the
+   budget is used up.
+3. *Waiting pass*, skipped in a step that preempted: FCFS while budget is left and fewer than
+   ``max_num_seqs`` requests run; the head is admitted only if the blocks of its whole known
+   sequence fit the free pool as it stands (an exact fit is admitted), else admission stops
+   (head-of-line blocking). Only the blocks of this step's chunk are allocated. With chunked
+   prefill off, a head whose tokens exceed the budget left also stops admission (as vLLM
+   does).
+4. A chunk that reaches the end of the request's known tokens samples one token (the first
+   one when it finishes the prompt; a recompute samples its next token directly). A request
+   finishes at the end of the step that samples its last token; its blocks and slot are free
+   for the next step. Steps run back to back; the engine idles until the next arrival when
+   nothing is queued.
+
+``policy="decode-first"`` (Sarathi-Serve's stall-free order) walks the running pass as all
+decodes first, then partial prefills and recomputes, each group in admission order; the
+waiting pass, KV accounting and gates are the same. Because that order is not the admission
+order, a preemption victim is the newest running request *not yet scheduled in this step
+other than the one being scheduled*, which preempts itself only when no such request is left
+(in vLLM's order this is exactly "the tail"). A step therefore always schedules something
+when every request fits the pool.
+
+Step kinds in the log: ``prefill`` up to and including the chunk that samples the first
+token, ``recompute`` for a preempted request's chunks up to and including the one that
+reaches its known tokens again, ``decode`` otherwise. A step's :class:`~budgetlab.Batch`
+holds the decodes (count and the sum of their computed tokens before the step) and one
+prefill entry per prefill or recompute chunk (its length and its request's computed tokens
+before it).
+
+Two modes give identical results, bit for bit (tables, step log, summary):
+``mode="reference"`` schedules one step at a time with plain Python (the rules above,
+transliterated); ``mode="fast"`` jumps over runs of decode-only steps — every running request
+decodes and no waiting request can be admitted (the queue is empty, or its head is blocked by
+the sequence cap or by KV, which cannot clear before a completion since the pool only
+shrinks) — up to the next event: the step that starts at or after an arrival that could be
+admitted, the first completion, or the step whose new KV blocks would need a preemption. Step
+ends are accumulated with ``cumsum`` (the same sequential additions as ``t += duration``) and
+durations come from the cost model's ``decode_run_time_s``. Fast mode also fills long running
+lists with NumPy. Runs stay compressed; :attr:`SimResult.steps` and
+:meth:`SimResult.step_log` expand them on demand.
+
+Glossary: a request's *known* tokens are its prompt plus the tokens it has generated; its
+*computed* tokens are those in the KV cache. A decode schedules the one known token not yet
+computed. Times are in seconds from the trace's time origin.
+
+Reading guide (the package is functions over one state record): :mod:`.inputs` (the request
+table and its checks), :mod:`.state` (the record, the KV block arithmetic, the waiting pass),
+:mod:`.step` (the reference step: form, price, sample), :mod:`.fast` (decode-only jumps and
+the vectorized pass), :mod:`.loop` (the run loop), :mod:`.trace` (the compressed record →
+tables, step log, summary).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import pandas as pd
+
+from budgetlab.cost import CostModel, hardware_of, model_of
+from budgetlab.simulator.inputs import check_requests_fit, kv_pool_blocks, request_table
+from budgetlab.simulator.loop import SIM_MODES, RunOptions, SimMode, run
+from budgetlab.simulator.state import STEP_KINDS, new_state
+from budgetlab.simulator.trace import RESULT_COLUMNS, STEP_COLUMNS, Trace, build_trace
+from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
+
+__all__ = [
+    "simulate",
+    "SimResult",
+    "SIM_MODES",
+    "STEP_KINDS",
+    "RESULT_COLUMNS",
+    "REQUEST_COLUMNS",
+    "STEP_COLUMNS",
+    "RunOptions",
+    "simulate_with",
+]
+
+#: The old name of :data:`RESULT_COLUMNS` (the input table's columns are
+#: :data:`budgetlab.workload.REQUEST_COLUMNS`).
+REQUEST_COLUMNS = RESULT_COLUMNS
+
+
+def simulate(
+    requests: Iterable[Request] | pd.DataFrame,
+    *,
+    engine: EngineConfig,
+    cost: CostModel,
+    hardware: HardwareSpec | None = None,
+    model: ModelSpec | None = None,
+    mode: SimMode = "fast",
+) -> SimResult:
+    """Replay ``requests`` through a continuous-batching engine scheduled like vLLM V1.
+
+    Parameters
+    ----------
+    requests : iterable of Request, or pandas.DataFrame
+        The workload. A DataFrame needs the columns ``request_id``, ``arrival_at_s``,
+        ``prompt_tokens`` and ``output_tokens``. Any order: requests are sorted stably by
+        arrival (equal arrivals keep their input order). Ids must be unique.
+    engine : EngineConfig
+        Scheduling knobs (budget, ``max_num_seqs``, block size, KV pool, threshold, policy).
+    cost : CostModel
+        The step-cost model (:class:`budgetlab.cost.CostModel`: ``batch_time_s(Batch)`` and
+        ``decode_run_time_s``); e.g. :class:`~budgetlab.IdealCost` or
+        :class:`~budgetlab.ConstantCost`. A model with ``batch_time_s`` only also works (each
+        step of a decode-only run is then priced on its own, more slowly).
+    hardware, model : HardwareSpec, ModelSpec, optional
+        Used to size the KV pool when ``engine.num_kv_blocks`` is None; default to the cost
+        model's (:func:`budgetlab.cost.hardware_of`, :func:`budgetlab.cost.model_of`).
+    mode : {"fast", "reference"}
+        ``"reference"`` schedules one step at a time; ``"fast"`` jumps over runs of
+        decode-only steps. Both give identical results.
+
+    Returns
+    -------
+    SimResult
+        Per-request and per-step tables, the step log and a summary.
+
+    Raises
+    ------
+    RequestTooLargeError
+        A request longer than ``max_model_len``, or whose peak KV blocks
+        ``ceil((prompt + output − 1) / block_size)`` exceed the usable pool (it could never
+        finish).
+    ValueError
+        Duplicate ids, malformed requests, no requests, an unknown mode, or a KV pool that
+        cannot be derived (:class:`~budgetlab.errors.ParameterError`); step times from the
+        cost model that are not finite and > 0.
+    TypeError
+        ``engine`` is not an :class:`EngineConfig`, or ``cost`` has no ``batch_time_s``.
+    """
+    options = RunOptions(mode=mode)
+    return simulate_with(requests, engine=engine, cost=cost, hardware=hardware, model=model, options=options)
+
+
+def simulate_with(
+    requests: Iterable[Request] | pd.DataFrame,
+    *,
+    engine: EngineConfig,
+    cost: CostModel,
+    hardware: HardwareSpec | None = None,
+    model: ModelSpec | None = None,
+    options: RunOptions,
+) -> SimResult:
+    """:func:`simulate` with every run option explicit (:class:`RunOptions`; for tests and
+    benchmarks that force a code path)."""
+    if not isinstance(engine, EngineConfig):
+        raise TypeError(f"engine must be an EngineConfig, got {type(engine).__name__}")
+    if not callable(getattr(cost, "batch_time_s", None)):
+        raise TypeError(
+            f"cost must be a step-cost model with batch_time_s(batch) (IdealCost, ConstantCost, "
+            f"...), got {type(cost).__name__}"
+        )
+    table = request_table(requests)
+    num_blocks = kv_pool_blocks(
+        engine,
+        hardware=hardware if hardware is not None else hardware_of(cost),
+        model=model if model is not None else model_of(cost),
+        cost_name=type(cost).__name__,
+    )
+    if options.check_requests_fit:
+        check_requests_fit(table, engine, num_blocks)
+    state = new_state(table, engine, cost, num_blocks)
+    run(state, options)
+    trace = build_trace(state)
+    return SimResult(requests=trace.requests, engine=engine, num_kv_blocks=num_blocks, mode=options.mode, _trace=trace)
+
+
+@dataclass(frozen=True, eq=False)
+class SimResult:
+    """Outcome of :func:`simulate`.
+
+    Attributes
+    ----------
+    requests : pandas.DataFrame
+        One row per request, in input order (:data:`RESULT_COLUMNS`): ``request_id``,
+        ``arrival_at_s``, ``first_token_at_s``, ``finished_at_s``, ``ttft_s``, ``e2e_s``,
+        ``mean_itl_s`` (mean gap between its output tokens; NaN for one output token),
+        ``max_itl_s`` (its longest gap, a recompute included; NaN for one output token),
+        ``num_preemptions``, ``queue_s`` (arrival to the start of the step that first
+        schedules it), ``prompt_tokens``, ``output_tokens``. Times in [s].
+    engine : EngineConfig
+        The configuration simulated.
+    num_kv_blocks : int
+        Usable KV blocks of the pool [blocks].
+    mode : str
+        ``"fast"`` or ``"reference"`` (the results do not depend on it).
+    steps : pandas.DataFrame
+        One row per executed step (built on first access, :data:`STEP_COLUMNS`):
+        ``start_at_s``, ``duration_s``, ``num_decode_tokens``, ``num_prefill_tokens``
+        (prefill and recompute chunks), ``num_running``, ``num_waiting``,
+        ``num_free_kv_blocks`` (the last three measured after scheduling the step),
+        ``num_preemptions``.
+    """
+
+    requests: pd.DataFrame
+    engine: EngineConfig
+    num_kv_blocks: int
+    mode: str
+    _trace: Trace = field(repr=False)
+
+    @cached_property
+    def steps(self) -> pd.DataFrame:
+        """Per-step table (see the class docstring)."""
+        return self._trace.steps_frame()
+
+    def summary(self) -> dict[str, float | int]:
+        """Headline numbers of the run (definitions in :mod:`budgetlab.metrics`).
+
+        Keys: ``ttft_{p50,p90,p99,mean}_s``, ``itl_{p50,p90,p99,mean}_s`` (over every gap
+        between consecutive output tokens of every request), ``max_itl_s``,
+        ``e2e_{p50,p90,p99,mean}_s``, ``makespan_s`` (last finish − first arrival),
+        ``throughput_tokens_per_s`` (output tokens / makespan), ``requests_per_s``,
+        ``num_requests``, ``num_prompt_tokens``, ``num_output_tokens``, ``num_steps``,
+        ``num_preemptions``, ``kv_peak_blocks``, ``num_kv_blocks`` and ``kv_peak_fraction``
+        (most blocks in use after scheduling any step / usable blocks).
+        """
+        return dict(self._summary)
+
+    @cached_property
+    def _summary(self) -> dict[str, float | int]:
+        return self._trace.summary()
+
+    @property
+    def num_jumped_runs(self) -> int:
+        """Runs of decode-only steps fast mode jumped over (0 in reference mode) [count]."""
+        return len(self._trace.runs.num_steps)
+
+    @property
+    def num_scheduled_steps(self) -> int:
+        """Steps scheduled one at a time, not inside a jumped run [count]."""
+        return len(self._trace.step_end)
+
+    def step_log(self) -> list[dict[str, Any]]:
+        """One dict per executed step, in order.
+
+        Keys: ``start_at_s`` [s]; ``scheduled``, a list of ``(request_id, num_tokens, kind)``
+        in scheduling order with kind ``"prefill"`` (up to and including the chunk that
+        samples the first token), ``"recompute"`` (a preempted request's chunks up to and
+        including the one that reaches its known tokens again) or ``"decode"``;
+        ``preempted`` (evicted while scheduling the step; none of them runs in it),
+        ``first_token`` and ``finished`` (request ids).
+        """
+        return self._trace.step_log()

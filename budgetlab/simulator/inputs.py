@@ -1,0 +1,202 @@
+"""The simulator's input: the request table, checked once before the run.
+
+:func:`request_table` turns :class:`~budgetlab.Request` objects or a DataFrame with the columns
+of :data:`budgetlab.workload.REQUEST_COLUMNS` into four aligned arrays (in input order) and
+checks ids, arrival times and token counts with one message per problem.
+:func:`check_requests_fit` rejects, before anything runs, the requests vLLM would reject or
+could never finish (``shared/reference/vllm-v1-scheduling.md``, "Capacity and configuration").
+:func:`kv_pool_blocks` sizes the KV pool with :func:`budgetlab.memory.num_kv_blocks`.
+
+The DataFrame path is vectorized (a 20,000-row trace is checked in milliseconds), which is why
+it does not go through :func:`budgetlab.workload.requests_from_frame` (one ``Request`` per row).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from budgetlab import memory
+from budgetlab.errors import ParameterError, RequestTooLargeError
+from budgetlab.simulator.state import blocks_for_tokens_array
+from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
+from budgetlab.workload import REQUEST_COLUMNS as INPUT_COLUMNS
+
+__all__ = ["RequestTable", "request_table", "check_requests_fit", "kv_pool_blocks", "INPUT_COLUMNS"]
+
+
+@dataclass(frozen=True, eq=False)
+class RequestTable:
+    """The requests to simulate, as aligned columns in input order.
+
+    Attributes
+    ----------
+    ids : list
+        Request ids (unique, hashable).
+    arrival_at_s : numpy.ndarray of float64
+        Arrival times [s].
+    prompt_tokens, output_tokens : numpy.ndarray of int64
+        Prompt and output lengths [tokens], each >= 1.
+    """
+
+    ids: list[Hashable]
+    arrival_at_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def request_table(requests: Iterable[Request] | pd.DataFrame) -> RequestTable:
+    """The request table of ``requests`` (Request-like objects, or a DataFrame).
+
+    Raises
+    ------
+    ParameterError
+        No requests, duplicate or unhashable ids, a DataFrame lacking a column, or a value out
+        of range (a negative or non-finite arrival, a token count that is not an int >= 1).
+    TypeError
+        An item that is not a Request (nor has its four attributes).
+    """
+    if isinstance(requests, pd.DataFrame):
+        return _table_from_frame(requests)
+    ids: list[Hashable] = []
+    arrival: list[float] = []
+    prompt: list[int] = []
+    output: list[int] = []
+    for item in requests:
+        if not isinstance(item, Request):
+            try:
+                item = Request(item.request_id, item.arrival_at_s, item.prompt_tokens, item.output_tokens)
+            except AttributeError:
+                raise TypeError(
+                    f"requests must be budgetlab.Request objects or a DataFrame, got {type(item).__name__}"
+                ) from None
+        ids.append(item.request_id)
+        arrival.append(float(item.arrival_at_s))
+        prompt.append(int(item.prompt_tokens))
+        output.append(int(item.output_tokens))
+    table = RequestTable(
+        ids,
+        np.asarray(arrival, dtype=float),
+        np.asarray(prompt, dtype=np.int64),
+        np.asarray(output, dtype=np.int64),
+    )
+    _check_ids(table.ids)
+    return table
+
+
+def _table_from_frame(frame: pd.DataFrame) -> RequestTable:
+    missing = [c for c in INPUT_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ParameterError(
+            f"the requests DataFrame lacks column(s) {', '.join(missing)}; it needs {', '.join(INPUT_COLUMNS)}"
+        )
+    ids = frame["request_id"].tolist()
+    try:
+        arrival = frame["arrival_at_s"].to_numpy(dtype=float)
+    except (TypeError, ValueError):
+        raise ParameterError("arrival_at_s must be numeric seconds") from None
+    bad = ~(np.isfinite(arrival) & (arrival >= 0))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ParameterError(
+            f"request {ids[i]!r}: arrival_at_s must be a finite number of seconds >= 0, got {arrival[i]!r}"
+        )
+    tokens = {name: _token_column(frame, name, ids) for name in ("prompt_tokens", "output_tokens")}
+    table = RequestTable(ids, arrival, tokens["prompt_tokens"], tokens["output_tokens"])
+    _check_ids(table.ids)
+    return table
+
+
+def _token_column(frame: pd.DataFrame, name: str, ids: list[Hashable]) -> np.ndarray:
+    """A token-count column as int64, every value an integer >= 1."""
+    raw = frame[name].to_numpy()
+    if raw.dtype == bool or not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
+        raise ParameterError(f"{name} must hold integer token counts, got dtype {raw.dtype}")
+    values = raw.astype(float)
+    bad = ~(np.isfinite(values) & (values == np.floor(values)) & (values >= 1))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ParameterError(f"request {ids[i]!r}: {name} must be an int >= 1, got {raw[i]!r}")
+    return raw.astype(np.int64)
+
+
+def _check_ids(ids: list[Hashable]) -> None:
+    if not ids:
+        raise ParameterError("no requests to simulate")
+    try:
+        counts = Counter(ids)
+    except TypeError:
+        raise ParameterError("request ids must be hashable (int or str)") from None
+    if len(counts) != len(ids):
+        duplicate = next(i for i in ids if counts[i] > 1)
+        raise ParameterError(f"duplicate request_id {duplicate!r}: ids must be unique")
+
+
+def kv_pool_blocks(
+    engine: EngineConfig, *, hardware: HardwareSpec | None, model: ModelSpec | None, cost_name: str
+) -> int:
+    """Usable KV blocks for the run: :func:`budgetlab.memory.num_kv_blocks` [blocks].
+
+    ``hardware`` and ``model`` are those passed to :func:`~budgetlab.simulate`, else the cost
+    model's; ``cost_name`` (the cost model's class name) only makes the error say which.
+
+    Raises
+    ------
+    ValueError
+        ``engine.num_kv_blocks`` is None and the hardware or the model is unknown.
+    """
+    try:
+        return int(memory.num_kv_blocks(engine, hardware, model))
+    except ValueError as error:
+        if hardware is not None and model is not None:
+            raise
+        raise ParameterError(
+            f"{error}. Pass hardware= and model= to simulate(), use a cost model that carries "
+            f"them (IdealCost does; {cost_name} does not), or set EngineConfig(num_kv_blocks=...)"
+        ) from error
+
+
+def check_requests_fit(table: RequestTable, engine: EngineConfig, num_blocks: int) -> None:
+    """Reject the requests vLLM rejects, or that could never finish in ``num_blocks`` blocks.
+
+    A request's peak is ``ceil((prompt + output − 1) / block_size)`` blocks (the last sampled
+    token is never written to KV): at or below the usable pool it completes; above it, vLLM
+    would preempt it over and over (``vllm-v1-scheduling.md``, "Capacity and configuration").
+
+    Raises
+    ------
+    RequestTooLargeError
+        A request longer than ``max_model_len``, or one whose peak exceeds the pool.
+    """
+    total = table.prompt_tokens + table.output_tokens
+    if engine.max_model_len is not None:
+        too_long = np.flatnonzero(total > engine.max_model_len)
+        if too_long.size:
+            i = int(too_long[0])
+            raise RequestTooLargeError(
+                f"request {table.ids[i]!r} has {int(table.prompt_tokens[i])} prompt + "
+                f"{int(table.output_tokens[i])} output = {int(total[i])} tokens, more than max_model_len "
+                f"({engine.max_model_len}); vLLM rejects it ({too_long.size} request(s) in all). "
+                "Raise max_model_len or shorten the request."
+            )
+    bs = engine.block_size
+    peak = blocks_for_tokens_array(total - 1, bs)
+    too_big = np.flatnonzero(peak > num_blocks)
+    if too_big.size:
+        i = int(too_big[0])
+        raise RequestTooLargeError(
+            f"request {table.ids[i]!r} needs {int(peak[i])} KV blocks at its peak "
+            f"(ceil(({int(table.prompt_tokens[i])} prompt + {int(table.output_tokens[i])} output − 1) / {bs})) "
+            f"but the pool holds only {num_blocks} usable blocks: it could never finish (vLLM "
+            f"would preempt it over and over; {too_big.size} request(s) in all). Give the KV "
+            "cache more memory (a higher gpu_memory_utilization, a bigger GPU, tensor "
+            "parallelism), lower max_num_batched_tokens (smaller activations leave more KV), "
+            "or set a shorter max_model_len so vLLM rejects such requests."
+        )

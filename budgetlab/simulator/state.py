@@ -1,0 +1,506 @@
+"""The state record of one simulation, and the bookkeeping every kind of step shares.
+
+:class:`SimState` holds everything a run changes: per-request buffers, the running list and
+the waiting queue, the KV pool's counters, the clock, and the compressed record of what ran.
+The step functions (:mod:`~budgetlab.simulator.step` for the reference step,
+:mod:`~budgetlab.simulator.fast` for the jumps and the vectorized pass) take it as their first
+argument and change it in place; :mod:`~budgetlab.simulator.trace` reads it at the end.
+
+Shared here, because every kind of step does them the same way:
+
+* the KV block arithmetic (:func:`new_blocks`, :func:`blocks_for_tokens_array`, both exactly
+  :func:`budgetlab.memory.blocks_for_tokens`);
+* the waiting pass (:func:`admit_waiting`), which asks :mod:`budgetlab.admission`'s three gates;
+* pricing a step (:func:`step_duration_s`) and appending it to the record (:func:`record_step`).
+
+Per-request values live in ``array.array`` buffers (:class:`RequestBuffers`: fast scalar
+access from Python) with NumPy views on the same memory under the same names
+(:class:`RequestArrays`) for the vectorized paths. Requests are indexed in arrival order.
+
+Room to grow: the waiting queue is a deque (FCFS; a priority policy swaps in a heap on
+``(priority, arrival, index)``), victims are chosen by one function of the policy
+(:func:`budgetlab.simulator.step.pop_victim`), and the KV pool is a record of counters
+(:class:`KVPool`) that a prefix-caching pool with hashed blocks and an LRU free queue can
+replace behind the same three operations the steps use: the blocks a chunk needs, blocks
+freed by a preemption or a completion, and the admission check.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import deque
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from budgetlab.admission import budget_has_room, kv_blocks_fit, seq_slot_free
+from budgetlab.cost import CostModel
+from budgetlab.memory import blocks_for_tokens
+from budgetlab.specs import Batch, EngineConfig
+
+if TYPE_CHECKING:  # the input module imports this one's block helper
+    from budgetlab.simulator.inputs import RequestTable
+
+__all__ = [
+    "DECODE",
+    "PREFILL",
+    "RECOMPUTE",
+    "STEP_KINDS",
+    "new_blocks",
+    "blocks_for_tokens_array",
+    "RequestBuffers",
+    "RequestArrays",
+    "KVPool",
+    "StepEvents",
+    "StepRecord",
+    "RUN_HEADER_FIELDS",
+    "RUN_HEADER_DTYPE",
+    "RunRecord",
+    "GapRecord",
+    "StepPlan",
+    "SimState",
+    "new_state",
+    "admit_waiting",
+    "step_duration_s",
+    "record_step",
+]
+
+#: Chunk kinds in the step log, indexed by the codes below.
+STEP_KINDS = ("decode", "prefill", "recompute")
+DECODE, PREFILL, RECOMPUTE = 0, 1, 2
+
+
+# --------------------------------------------------------------------------------------------
+# KV block arithmetic (one definition: memory.blocks_for_tokens)
+# --------------------------------------------------------------------------------------------
+
+
+def new_blocks(computed_tokens: int, num_tokens: int, block_size: int) -> int:
+    """New KV blocks a request holding ``computed_tokens`` needs to add ``num_tokens`` [blocks].
+
+    ``ceil((computed + n) / block_size) − ceil(computed / block_size)``, with
+    :func:`budgetlab.memory.blocks_for_tokens` (``vllm-v1-scheduling.md``, step 3).
+    """
+    return blocks_for_tokens(computed_tokens + num_tokens, block_size) - blocks_for_tokens(computed_tokens, block_size)
+
+
+def blocks_for_tokens_array(num_tokens: np.ndarray, block_size: int) -> np.ndarray:
+    """:func:`budgetlab.memory.blocks_for_tokens` elementwise: ``ceil(n / block_size)`` [blocks].
+
+    Written ``(n + block_size − 1) // block_size`` (one array operation fewer than ``−(−n //
+    block_size)``; the same integers).
+    """
+    return (num_tokens + (block_size - 1)) // block_size
+
+
+# --------------------------------------------------------------------------------------------
+# Records
+# --------------------------------------------------------------------------------------------
+
+
+def _ints(count: int, values: list[int] | None = None) -> array:
+    return array("q", [0]) * count if values is None else array("q", values)
+
+
+def _floats(count: int, fill: float) -> array:
+    return array("d", [fill]) * count
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class RequestBuffers:
+    """Per-request values in arrival order, as ``array.array`` buffers.
+
+    Attributes
+    ----------
+    prompt_tokens, output_tokens : array of int64
+        The request's lengths [tokens].
+    computed_tokens : array of int64
+        Tokens in its KV cache [tokens] (0 while waiting, reset by a preemption).
+    generated_tokens : array of int64
+        Output tokens sampled so far [tokens].
+    num_preemptions : array of int64
+        Times it was preempted [count].
+    recomputing : array of int8 (bool)
+        1 from a preemption until its recompute reaches its known tokens again.
+    last_token_at_s, max_gap_s : array of float64
+        When it sampled its latest token [s]; its longest gap between two tokens so far [s].
+    first_token_at_s, finished_at_s, first_scheduled_at_s : array of float64
+        NaN until they happen [s].
+    """
+
+    prompt_tokens: array
+    output_tokens: array
+    computed_tokens: array
+    generated_tokens: array
+    num_preemptions: array
+    recomputing: array
+    last_token_at_s: array
+    max_gap_s: array
+    first_token_at_s: array
+    finished_at_s: array
+    first_scheduled_at_s: array
+
+    @classmethod
+    def allocate(cls, prompt_tokens: list[int], output_tokens: list[int]) -> RequestBuffers:
+        """Fresh buffers for requests of these lengths (nothing computed, nothing sampled)."""
+        count = len(prompt_tokens)
+        return cls(
+            prompt_tokens=_ints(count, prompt_tokens),
+            output_tokens=_ints(count, output_tokens),
+            computed_tokens=_ints(count),
+            generated_tokens=_ints(count),
+            num_preemptions=_ints(count),
+            recomputing=array("b", [0]) * count,
+            last_token_at_s=_floats(count, 0.0),
+            max_gap_s=_floats(count, 0.0),
+            first_token_at_s=_floats(count, math.nan),
+            finished_at_s=_floats(count, math.nan),
+            first_scheduled_at_s=_floats(count, math.nan),
+        )
+
+    def arrays(self) -> RequestArrays:
+        """NumPy views on the same memory, under the same names."""
+        dtypes = {"q": np.int64, "d": np.float64, "b": np.bool_}
+        buffers = {f.name: getattr(self, f.name) for f in fields(self)}
+        return RequestArrays(**{name: np.frombuffer(b, dtype=dtypes[b.typecode]) for name, b in buffers.items()})
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class RequestArrays:
+    """NumPy views of a :class:`RequestBuffers` (same fields, same memory)."""
+
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    computed_tokens: np.ndarray
+    generated_tokens: np.ndarray
+    num_preemptions: np.ndarray
+    recomputing: np.ndarray
+    last_token_at_s: np.ndarray
+    max_gap_s: np.ndarray
+    first_token_at_s: np.ndarray
+    finished_at_s: np.ndarray
+    first_scheduled_at_s: np.ndarray
+
+
+@dataclass(eq=False, slots=True)
+class KVPool:
+    """The KV pool's counters [blocks].
+
+    Attributes
+    ----------
+    num_blocks : int
+        Usable blocks (vLLM's ``num_gpu_blocks`` − 1 null block).
+    free_blocks : int
+        Free now (between steps: after the last step's completions freed theirs).
+    peak_used_blocks : int
+        Most blocks in use after scheduling any step so far.
+    """
+
+    num_blocks: int
+    free_blocks: int
+    peak_used_blocks: int = 0
+
+    def note_usage(self, free_blocks: int) -> None:
+        """Note the blocks in use after scheduling a step (or a jumped run)."""
+        used = self.num_blocks - free_blocks
+        if used > self.peak_used_blocks:
+            self.peak_used_blocks = used
+
+
+class StepEvents(NamedTuple):
+    """What happened to whom in one normally scheduled step (request indices)."""
+
+    preempted: list[int]
+    first_token: list[int]
+    finished: list[int]
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class StepRecord:
+    """The normally scheduled steps: one buffer per column of ``STEP_COLUMNS``, and the step
+    log's scheduled chunks flat (``chunk_*``, every step's chunks in scheduling order; step
+    ``i``'s end in them at ``step_end[i]``). ``events`` holds only steps with something in them."""
+
+    start_at_s: array = field(default_factory=lambda: array("d"))
+    duration_s: array = field(default_factory=lambda: array("d"))
+    num_decode_tokens: array = field(default_factory=lambda: array("q"))
+    num_prefill_tokens: array = field(default_factory=lambda: array("q"))
+    num_running: array = field(default_factory=lambda: array("q"))
+    num_waiting: array = field(default_factory=lambda: array("q"))
+    num_free_kv_blocks: array = field(default_factory=lambda: array("q"))
+    num_preemptions: array = field(default_factory=lambda: array("q"))
+    chunk_request: array = field(default_factory=lambda: array("q"))
+    chunk_tokens: array = field(default_factory=lambda: array("q"))
+    chunk_kind: array = field(default_factory=lambda: array("b"))
+    step_end: array = field(default_factory=lambda: array("q"))
+    events: dict[int, StepEvents] = field(default_factory=dict)
+
+
+#: The per-run fields of :class:`RunRecord`'s ``header``, in order [all int64].
+RUN_HEADER_FIELDS = (
+    "steps_before",
+    "num_steps",
+    "num_decodes",
+    "free_blocks_before",
+    "num_waiting_before",
+    "next_arrival",
+    "num_finished",
+)
+#: A NumPy structured dtype that names them (``np.frombuffer(record.header, RUN_HEADER_DTYPE)``).
+RUN_HEADER_DTYPE = np.dtype([(name, np.int64) for name in RUN_HEADER_FIELDS])
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class RunRecord:
+    """The jumped runs of decode-only steps (fast mode).
+
+    ``header`` holds one record of :data:`RUN_HEADER_FIELDS` per run, appended in one call
+    (read it with :data:`RUN_HEADER_DTYPE`): ``steps_before`` (normally scheduled steps
+    before it), ``num_steps`` (k), ``num_decodes`` (n), ``free_blocks_before`` and
+    ``num_waiting_before`` (before its first step), ``next_arrival`` (index of the next
+    request to arrive), ``num_finished``. Flat, run after run: ``step_times`` (its k + 1 step
+    boundaries [s]), ``durations`` (k [s]), ``members`` and ``computed_before`` (its n
+    decoders in order and their computed tokens before it), ``finished`` (completions at its
+    last step).
+    """
+
+    header: array = field(default_factory=lambda: array("q"))
+    step_times: array = field(default_factory=lambda: array("d"))
+    durations: array = field(default_factory=lambda: array("d"))
+    members: array = field(default_factory=lambda: array("q"))
+    computed_before: array = field(default_factory=lambda: array("q"))
+    finished: array = field(default_factory=lambda: array("q"))
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class GapRecord:
+    """Inter-token gaps [s]: ``single`` ones (weight 1) and ``weighted`` arrays
+    ``(gaps, multiplicity)``; the jumped runs' later gaps are folded in by the trace."""
+
+    single: array = field(default_factory=lambda: array("d"))
+    weighted: list[tuple[np.ndarray, int]] = field(default_factory=list)
+
+
+class StepPlan:
+    """The chunks one step schedules, in scheduling order, and the requests it preempted.
+
+    ``requests`` (arrival-order indices), ``num_tokens``, ``kinds`` (:data:`DECODE`, ...) and
+    ``computed_before`` (the request's computed tokens before the chunk) are aligned lists.
+    (A plain class with slots: one is made per step, and this is the cheapest to make.)
+    """
+
+    __slots__ = ("computed_before", "kinds", "num_tokens", "preempted", "requests")
+
+    def __init__(self) -> None:
+        self.requests: list[int] = []
+        self.num_tokens: list[int] = []
+        self.kinds: list[int] = []
+        self.computed_before: list[int] = []
+        self.preempted: list[int] = []
+
+    def batch(self) -> Batch:
+        """The step's composition for the cost model."""
+        num_decodes = 0
+        decode_context = 0
+        prefill_tokens: list[int] = []
+        prefill_context: list[int] = []
+        for n, kind, before in zip(self.num_tokens, self.kinds, self.computed_before):
+            if kind == DECODE:
+                num_decodes += 1
+                decode_context += before
+            else:
+                prefill_tokens.append(n)
+                prefill_context.append(before)
+        return Batch(num_decodes, decode_context, tuple(prefill_tokens), tuple(prefill_context))
+
+
+@dataclass(eq=False, slots=True)
+class SimState:
+    """Everything one simulation changes (see the module docstring).
+
+    Attributes
+    ----------
+    table : RequestTable
+        The input, in input order; ``order[i]`` is the input position of the ``i``-th arrival.
+    num_requests : int
+    ids, arrival_at_s, arrival_list
+        Ids and arrival times [s] in arrival order (the list for fast scalar reads).
+    req, req_np : RequestBuffers, RequestArrays
+        Per-request state (two views of the same memory).
+    engine : EngineConfig
+        The knobs; copied below into plain attributes for the hot loops.
+    kv : KVPool
+    batch_time_s, decode_run_time_s
+        The cost model's methods (``decode_run_time_s`` is None for a model without it: the
+        jumps then price each step with ``batch_time_s``).
+    running : list of int
+        The running list, in admission order.
+    waiting : deque of int
+        The waiting queue; preempted requests go to its front.
+    num_not_decoding : int
+        Running requests that are prefilling or recomputing.
+    next_arrival : int
+        Index of the next request to join the queue.
+    num_done, num_preemptions, num_steps : int
+    now_s : float
+        Start of the next step [s].
+    steps, runs, gaps : StepRecord, RunRecord, GapRecord
+        What ran, compressed.
+    """
+
+    table: RequestTable
+    order: np.ndarray
+    num_requests: int
+    ids: list[Hashable]
+    arrival_at_s: np.ndarray
+    arrival_list: list[float]
+    req: RequestBuffers
+    req_np: RequestArrays
+    engine: EngineConfig
+    budget_tokens: int
+    max_num_seqs: int
+    block_size: int
+    threshold_tokens: int
+    chunked_prefill: bool
+    decode_first: bool
+    kv: KVPool
+    batch_time_s: Callable[[Batch], float]
+    decode_run_time_s: Callable[..., np.ndarray] | None
+    now_s: float
+    running: list[int] = field(default_factory=list)
+    waiting: deque[int] = field(default_factory=deque)
+    num_not_decoding: int = 0
+    next_arrival: int = 0
+    num_done: int = 0
+    num_preemptions: int = 0
+    num_steps: int = 0
+    steps: StepRecord = field(default_factory=StepRecord)
+    runs: RunRecord = field(default_factory=RunRecord)
+    gaps: GapRecord = field(default_factory=GapRecord)
+
+
+def new_state(table: RequestTable, engine: EngineConfig, cost: CostModel, num_blocks: int) -> SimState:
+    """The state before the first step: every request still to arrive, the pool all free."""
+    order = np.argsort(table.arrival_at_s, kind="stable")
+    arrival = table.arrival_at_s[order]
+    req = RequestBuffers.allocate(table.prompt_tokens[order].tolist(), table.output_tokens[order].tolist())
+    arrival_list = arrival.tolist()
+    return SimState(
+        table=table,
+        order=order,
+        num_requests=len(order),
+        ids=[table.ids[i] for i in order.tolist()],
+        arrival_at_s=arrival,
+        arrival_list=arrival_list,
+        req=req,
+        req_np=req.arrays(),
+        engine=engine,
+        budget_tokens=engine.max_num_batched_tokens,
+        max_num_seqs=engine.max_num_seqs,
+        block_size=engine.block_size,
+        threshold_tokens=engine.long_prefill_token_threshold,
+        chunked_prefill=engine.enable_chunked_prefill,
+        decode_first=engine.policy == "decode-first",
+        kv=KVPool(num_blocks=num_blocks, free_blocks=num_blocks),
+        batch_time_s=cost.batch_time_s,
+        decode_run_time_s=cost.decode_run_time_s if isinstance(cost, CostModel) else None,
+        now_s=arrival_list[0],
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Shared step bookkeeping
+# --------------------------------------------------------------------------------------------
+
+
+def admit_waiting(
+    state: SimState, plan: StepPlan, *, budget_left_tokens: int, free_blocks: int, threshold_tokens: int
+) -> int:
+    """The waiting pass: admit from the head of the queue while the gates let it through.
+
+    The three gates of :mod:`budgetlab.admission`, in vLLM's order (budget, sequence slot,
+    KV blocks for the whole known sequence); the first refusal ends the pass (head-of-line
+    blocking: nobody behind the head is tried). With chunked prefill off, a head whose chunk
+    exceeds the budget left also ends it. Only the blocks of the admitted chunk are allocated
+    (``vllm-v1-scheduling.md``, step 4). Appends the admitted chunks to ``plan``.
+
+    Returns
+    -------
+    int
+        Free blocks left [blocks].
+    """
+    running = state.running
+    waiting = state.waiting
+    req = state.req
+    generated = req.generated_tokens
+    prompt = req.prompt_tokens
+    recomputing = req.recomputing
+    first_scheduled = req.first_scheduled_at_s
+    block_size = state.block_size
+    max_num_seqs = state.max_num_seqs
+    budget = budget_left_tokens
+    free = free_blocks
+    while waiting:
+        if not budget_has_room(budget_left_tokens=budget):
+            break
+        if not seq_slot_free(num_running=len(running), max_num_seqs=max_num_seqs):
+            break
+        head = waiting[0]
+        known = prompt[head] + generated[head]
+        if not kv_blocks_fit(known_tokens=known, free_blocks=free, block_size=block_size):
+            break  # head-of-line blocking
+        n = known
+        if threshold_tokens and n > threshold_tokens:
+            n = threshold_tokens
+        if n > budget:
+            if not state.chunked_prefill:
+                break
+            n = budget
+        waiting.popleft()
+        running.append(head)
+        state.num_not_decoding += 1
+        free -= blocks_for_tokens(n, block_size)
+        budget -= n
+        if math.isnan(first_scheduled[head]):
+            first_scheduled[head] = state.now_s
+        plan.requests.append(head)
+        plan.num_tokens.append(n)
+        plan.kinds.append(RECOMPUTE if recomputing[head] else PREFILL)
+        plan.computed_before.append(0)
+    return free
+
+
+def step_duration_s(state: SimState, batch: Batch) -> float:
+    """The cost model's time for ``batch`` [s], checked finite and > 0."""
+    duration = state.batch_time_s(batch)
+    if not 0.0 < duration < math.inf:
+        raise ValueError(
+            f"the cost model returned {duration!r} s for a step of {batch}; step times must be finite and > 0"
+        )
+    return float(duration)
+
+
+def record_step(
+    state: SimState,
+    *,
+    duration_s: float,
+    num_decode_tokens: int,
+    num_prefill_tokens: int,
+    free_blocks: int,
+    num_preemptions: int,
+) -> None:
+    """Append the step starting now to the per-step columns (counts after scheduling it)."""
+    state.kv.note_usage(free_blocks)
+    steps = state.steps
+    steps.start_at_s.append(state.now_s)
+    steps.duration_s.append(duration_s)
+    steps.num_decode_tokens.append(num_decode_tokens)
+    steps.num_prefill_tokens.append(num_prefill_tokens)
+    steps.num_running.append(len(state.running))
+    steps.num_waiting.append(len(state.waiting))
+    steps.num_free_kv_blocks.append(free_blocks)
+    steps.num_preemptions.append(num_preemptions)
+    state.num_steps += 1

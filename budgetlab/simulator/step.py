@@ -1,0 +1,253 @@
+"""The reference step: one engine step in plain Python, the rules transliterated.
+
+:func:`reference_step` follows ``shared/reference/vllm-v1-scheduling.md`` ("One step") and is
+split the way inference-sim (BLIS) splits a step:
+
+1. **Form the step** — :func:`running_pass` (each running request's chunk, in the policy's
+   order, preempting by :func:`pop_victim` while the pool is short, see :func:`make_room`),
+   then the waiting pass (:func:`budgetlab.simulator.state.admit_waiting`), skipped when the
+   step preempted. Blocks for each chunk are taken from the pool as it is scheduled (that is
+   what the next request's check sees, as in vLLM).
+2. **Price it** — the step's :class:`~budgetlab.specs.Batch` through the cost model.
+3. **Sample and record** — :func:`sample_step`: a chunk that reaches its request's known tokens
+   samples one token; completions free their blocks and slots for the next step.
+
+The fast paths (:mod:`~budgetlab.simulator.fast`) must give exactly what this gives.
+"""
+
+from __future__ import annotations
+
+from budgetlab.memory import blocks_for_tokens
+from budgetlab.simulator.state import (
+    DECODE,
+    PREFILL,
+    RECOMPUTE,
+    SimState,
+    StepEvents,
+    StepPlan,
+    admit_waiting,
+    record_step,
+    step_duration_s,
+)
+
+__all__ = ["reference_step", "running_pass", "make_room", "pop_victim", "preempt", "sample_step"]
+
+
+def reference_step(state: SimState) -> None:
+    """Schedule, price and sample the step that starts at ``state.now_s``."""
+    running = state.running
+    waiting = state.waiting
+    # The threshold is ignored when the scheduler holds exactly one request.
+    threshold = state.threshold_tokens if len(running) + len(waiting) != 1 else 0
+    plan = StepPlan()
+    budget, free = running_pass(state, plan, threshold)
+    if not plan.preempted:
+        free = admit_waiting(state, plan, budget_left_tokens=budget, free_blocks=free, threshold_tokens=threshold)
+    if not plan.requests:
+        raise RuntimeError(
+            f"internal error: the step at t={state.now_s!r} s scheduled nothing with "
+            f"{len(state.running)} running and {len(waiting)} waiting requests"
+        )
+    batch = plan.batch()
+    duration = step_duration_s(state, batch)
+    record_step(
+        state,
+        duration_s=duration,
+        num_decode_tokens=batch.num_decodes,
+        num_prefill_tokens=sum(batch.prefill_tokens),
+        free_blocks=free,
+        num_preemptions=len(plan.preempted),
+    )
+    sample_step(state, plan, state.now_s + duration, free)
+
+
+def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tuple[int, int]:
+    """Give each running request its chunk, preempting while the pool is short.
+
+    The walk is the running list in admission order (vLLM), or with ``decode-first`` all
+    decodes first, then prefills and recomputes (each group in admission order). Each request
+    asks for ``min(remaining, budget left, threshold if > 0)``; the pass stops when the budget
+    is used up or a request had to preempt itself. Appends the chunks to ``plan``.
+
+    Returns
+    -------
+    tuple of int
+        The budget left [tokens] and the free blocks left [blocks].
+    """
+    running = state.running
+    req = state.req
+    computed = req.computed_tokens
+    generated = req.generated_tokens
+    prompt = req.prompt_tokens
+    recomputing = req.recomputing
+    block_size = state.block_size
+    budget = state.budget_tokens
+    free = state.kv.free_blocks
+    preempted = plan.preempted
+    add_request = plan.requests.append
+    add_tokens = plan.num_tokens.append
+    add_kind = plan.kinds.append
+    add_before = plan.computed_before.append
+
+    scheduled: set[int] | None = None  # tracked only when the walk is not admission order
+    walk = running  # walked live: victims are popped off its tail, which ends the iteration early
+    if state.decode_first and state.num_not_decoding:
+        walk = [r for r in running if generated[r] and not recomputing[r]]
+        walk += [r for r in running if not generated[r] or recomputing[r]]
+        scheduled = set()
+    for r in walk:
+        if budget == 0:
+            break
+        if preempted and r in preempted:
+            continue
+        c = computed[r]
+        g = generated[r]
+        n = prompt[r] + g - c
+        if n > budget:
+            n = budget
+        if threshold_tokens and n > threshold_tokens:
+            n = threshold_tokens
+        # new_blocks(c, n, block_size), inlined in this hot loop (same value: see the tests)
+        need = (c + n + block_size - 1) // block_size - (c + block_size - 1) // block_size
+        if need > free:
+            free, still_running = make_room(
+                state, plan, current=r, need_blocks=need, free_blocks=free, scheduled=scheduled
+            )
+            if not still_running:
+                break  # it preempted itself: the pass ends
+        free -= need
+        budget -= n
+        add_request(r)
+        add_tokens(n)
+        add_kind(RECOMPUTE if recomputing[r] else (DECODE if g else PREFILL))
+        add_before(c)
+        if scheduled is not None:
+            scheduled.add(r)
+    return budget, free
+
+
+def make_room(
+    state: SimState, plan: StepPlan, *, current: int, need_blocks: int, free_blocks: int, scheduled: set[int] | None
+) -> tuple[int, bool]:
+    """Preempt running requests until ``current``'s ``need_blocks`` new blocks fit.
+
+    Returns
+    -------
+    tuple
+        The free blocks after the preemptions [blocks], and whether ``current`` still runs
+        (False when it was its own victim).
+    """
+    free = free_blocks
+    while need_blocks > free:
+        victim = pop_victim(state.running, current=current, scheduled=scheduled)
+        free += preempt(state, victim)
+        plan.preempted.append(victim)
+        if victim == current:
+            return free, False
+    return free, True
+
+
+def pop_victim(running: list[int], *, current: int, scheduled: set[int] | None) -> int:
+    """Take the preemption victim out of the running list and return it.
+
+    When the walk is the admission order (``scheduled`` is None) the victim is the tail, the
+    newest running request, which is never one already scheduled in this step, and is
+    ``current`` itself when ``current`` is the tail (vLLM V1, ``vllm-v1-scheduling.md`` step
+    3). In ``decode-first`` order it is the newest running request not scheduled yet in this
+    step other than ``current``, and ``current`` only when no such request is left (in
+    admission order the two rules agree).
+    """
+    if scheduled is None:
+        return running.pop()
+    j = len(running) - 1
+    while j >= 0 and (running[j] == current or running[j] in scheduled):
+        j -= 1
+    if j < 0:
+        running.remove(current)
+        return current
+    return running.pop(j)
+
+
+def preempt(state: SimState, victim: int) -> int:
+    """Evict ``victim`` (already out of the running list) to the front of the waiting queue.
+
+    Its computed tokens reset to 0 and it recomputes prompt + generated tokens when it runs
+    again (``vllm-v1-scheduling.md`` steps 3 and 6).
+
+    Returns
+    -------
+    int
+        The blocks it held, now free [blocks].
+    """
+    req = state.req
+    computed = req.computed_tokens
+    freed = blocks_for_tokens(computed[victim], state.block_size)
+    computed[victim] = 0
+    if not req.generated_tokens[victim] or req.recomputing[victim]:
+        state.num_not_decoding -= 1
+    req.recomputing[victim] = 1
+    req.num_preemptions[victim] += 1
+    state.waiting.appendleft(victim)
+    return freed
+
+
+def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int) -> None:
+    """End of step: sample, finish, record the chunks and events, move the clock to ``end_s``.
+
+    A chunk that reaches its request's known tokens samples one token (the first one after a
+    prompt; a recompute samples its next token directly); a partial chunk samples nothing. A
+    request that samples its last token finishes and frees its blocks and slot
+    (``vllm-v1-scheduling.md`` step 5).
+    """
+    req = state.req
+    computed = req.computed_tokens
+    generated = req.generated_tokens
+    prompt = req.prompt_tokens
+    output = req.output_tokens
+    recomputing = req.recomputing
+    last_token = req.last_token_at_s
+    max_gap = req.max_gap_s
+    first_token = req.first_token_at_s
+    add_gap = state.gaps.single.append
+    block_size = state.block_size
+    free = free_blocks
+    first: list[int] = []
+    finished: list[int] = []
+    for r, n, kind, before in zip(plan.requests, plan.num_tokens, plan.kinds, plan.computed_before):
+        c = before + n
+        computed[r] = c
+        g = generated[r]
+        if kind != DECODE:  # a decode always reaches the end of its known tokens
+            if c != prompt[r] + g:
+                continue  # a partial chunk samples nothing
+            state.num_not_decoding -= 1
+            recomputing[r] = 0
+        g += 1
+        generated[r] = g
+        if g == 1:
+            first_token[r] = end_s
+            first.append(r)
+        else:
+            gap = end_s - last_token[r]
+            add_gap(gap)
+            if gap > max_gap[r]:
+                max_gap[r] = gap
+        last_token[r] = end_s
+        if g == output[r]:
+            req.finished_at_s[r] = end_s
+            free += blocks_for_tokens(c, block_size)
+            finished.append(r)
+    if finished:
+        done = set(finished)
+        state.running = [r for r in state.running if r not in done]
+        state.num_done += len(finished)
+    state.kv.free_blocks = free
+    steps = state.steps
+    steps.chunk_request.extend(plan.requests)
+    steps.chunk_tokens.extend(plan.num_tokens)
+    steps.chunk_kind.extend(plan.kinds)
+    steps.step_end.append(len(steps.chunk_request))
+    if plan.preempted or first or finished:
+        steps.events[len(steps.start_at_s) - 1] = StepEvents(plan.preempted, first, finished)
+        state.num_preemptions += len(plan.preempted)
+    state.now_s = end_s
