@@ -14,12 +14,19 @@ its first token; :func:`longest_gap_s` the longest wait between two tokens the d
 meanwhile. Both are vectorized over ``budget_tokens``; ``None`` means no budget (the whole
 prompt in one step). :func:`budget_for_longest_gap` inverts the second: the largest budget
 whose longest gap stays within a latency target.
+
+The same scenario, whole: :func:`prompt_timeline` lists the prompt's steps with their times
+(priced exactly as :func:`ttft_s` prices them, so its last step ends at the TTFT);
+:func:`budget_sweep` gives TTFT, full-step time and longest gap for many budgets and cost
+models at once; :func:`flattening_budget` reads off such a sweep where a curve has flattened;
+:func:`budget_payoff` says what a bigger budget still buys the TTFT (:class:`BudgetPayoff`).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+import dataclasses
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,8 +34,10 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from budgetlab._checks import number_in
+from budgetlab.cost.inverse import bisect_largest
+from budgetlab.cost.protocol import CostModel
 from budgetlab.errors import NoBudgetMeetsTargetError
-from budgetlab.roofline import Batch, CostModel, bisect_largest
+from budgetlab.specs import Batch
 
 __all__ = [
     "StepFill",
@@ -40,6 +49,11 @@ __all__ = [
     "longest_gap_s",
     "budget_for_longest_gap",
     "budget_tradeoff",
+    "prompt_timeline",
+    "budget_sweep",
+    "flattening_budget",
+    "BudgetPayoff",
+    "budget_payoff",
 ]
 
 
@@ -119,7 +133,7 @@ def fill_step(
         tokens = take(remaining)
         running.append(tokens)
         left -= tokens
-    admitted = []
+    admitted: list[int] = []
     num_running = len(running_remaining_tokens)
     for remaining in waiting_remaining_tokens:
         if left == 0 or (max_num_seqs is not None and num_running + len(admitted) >= max_num_seqs):
@@ -186,7 +200,7 @@ def prompt_steps(
     decode_context_tokens: int = 0,
     long_prefill_token_threshold: int = 0,
 ) -> list[Batch]:
-    """The steps that ingest the prompt, as :class:`~budgetlab.roofline.Batch` compositions.
+    """The steps that ingest the prompt, as :class:`~budgetlab.specs.Batch` compositions.
 
     Step ``i`` holds the ``num_decodes`` decodes, each with ``decode_context_tokens + i`` tokens
     already cached, and the prompt's ``i``-th chunk, which attends to the chunks before it.
@@ -212,27 +226,48 @@ def prompt_steps(
     ]
 
 
+def _step_times_s(cost: CostModel, budget_tokens: int | None, **scenario: int) -> list[float]:
+    """The times of the prompt's steps (:func:`prompt_steps`, priced by ``batch_time_s``) [s]."""
+    return [cost.batch_time_s(batch) for batch in prompt_steps(budget_tokens=budget_tokens, **scenario)]
+
+
+def _clock_s(step_times_s: Sequence[float]) -> list[float]:
+    """When each step ends, counted from the first step's start [s]: the running sum.
+
+    :func:`ttft_s` is its last value and :func:`prompt_timeline` its ``end_s`` column, so the
+    two agree to the last bit.
+    """
+    return list(itertools.accumulate(step_times_s))
+
+
+def _whole_budgets(budget_tokens: ArrayLike, num_decodes: int) -> np.ndarray:
+    """``budget_tokens`` as an int64 array, each budget whole and above ``num_decodes``."""
+    budgets = np.asarray(budget_tokens)
+    if budgets.dtype == object or not np.issubdtype(budgets.dtype, np.integer):
+        as_float = budgets.astype(float)
+        if not np.all(np.isfinite(as_float)) or np.any(as_float != np.floor(as_float)):
+            raise ValueError(f"budget_tokens must be whole numbers of tokens, got {budget_tokens!r}")
+        budgets = as_float.astype(np.int64)
+    _check_budget_leaves_room(budgets, num_decodes)
+    return budgets
+
+
 def _per_budget(
-    reduce, cost: CostModel, budget_tokens: ArrayLike | None, **scenario: int
+    reduce: Callable[[list[float]], float], cost: CostModel, budget_tokens: ArrayLike | None, **scenario: int
 ) -> np.ndarray | float:
     """Apply ``reduce`` to the step times of the prompt's steps, for each budget."""
     if budget_tokens is None:
         budgets = np.asarray(None, dtype=object)
     else:
-        budgets = np.asarray(budget_tokens)
-        if budgets.dtype == object or not np.issubdtype(budgets.dtype, np.integer):
-            as_float = budgets.astype(float)
-            if not np.all(np.isfinite(as_float)) or np.any(as_float != np.floor(as_float)):
-                raise ValueError(f"budget_tokens must be whole numbers of tokens, got {budget_tokens!r}")
-            budgets = as_float.astype(np.int64)
-        _check_budget_leaves_room(budgets, scenario["num_decodes"])
-    values = np.array(
-        [
-            reduce([cost.batch_time_s(batch) for batch in prompt_steps(budget_tokens=budget, **scenario)])
-            for budget in budgets.ravel().tolist()
-        ]
-    ).reshape(budgets.shape)
+        budgets = _whole_budgets(budget_tokens, scenario["num_decodes"])
+    values = np.array([reduce(_step_times_s(cost, budget, **scenario)) for budget in budgets.ravel().tolist()]).reshape(
+        budgets.shape
+    )
     return float(values) if values.ndim == 0 else values
+
+
+def _ttft_of(step_times_s: list[float]) -> float:
+    return _clock_s(step_times_s)[-1]
 
 
 def ttft_s(
@@ -252,7 +287,7 @@ def ttft_s(
     Parameters
     ----------
     cost : cost model
-        :class:`~budgetlab.roofline.IdealCost`, :class:`~budgetlab.calibrated.CalibratedCost`
+        :class:`~budgetlab.cost.IdealCost`, :class:`~budgetlab.cost.CalibratedCost`
         or anything with ``batch_time_s``.
     budget_tokens : int, array_like of int, or None
         Token budget(s) [tokens]; ``None`` = no budget (one step of decodes + whole prompt).
@@ -266,15 +301,8 @@ def ttft_s(
     long_prefill_token_threshold : int
         Optional cap on a chunk [tokens] (0: none).
     """
-    return _per_budget(
-        math.fsum,
-        cost,
-        budget_tokens,
-        num_decodes=num_decodes,
-        prompt_tokens=prompt_tokens,
-        decode_context_tokens=decode_context_tokens,
-        long_prefill_token_threshold=long_prefill_token_threshold,
-    )
+    scenario = _scenario(num_decodes, prompt_tokens, decode_context_tokens, long_prefill_token_threshold)
+    return _per_budget(_ttft_of, cost, budget_tokens, **scenario)
 
 
 def longest_gap_s(
@@ -293,15 +321,8 @@ def longest_gap_s(
     one step holding the whole prompt. Parameters as in :func:`ttft_s` (vectorized over
     ``budget_tokens``).
     """
-    return _per_budget(
-        max,
-        cost,
-        budget_tokens,
-        num_decodes=num_decodes,
-        prompt_tokens=prompt_tokens,
-        decode_context_tokens=decode_context_tokens,
-        long_prefill_token_threshold=long_prefill_token_threshold,
-    )
+    scenario = _scenario(num_decodes, prompt_tokens, decode_context_tokens, long_prefill_token_threshold)
+    return _per_budget(max, cost, budget_tokens, **scenario)
 
 
 def budget_for_longest_gap(
@@ -320,8 +341,8 @@ def budget_for_longest_gap(
     change nothing. The answer is found by bisection between ``num_decodes + 1`` and that
     budget, so the longest gap must not shrink as the budget grows. In the idealized model,
     below the whole-prompt budget, the longest step is the first, full one, and this equals
-    :func:`~budgetlab.roofline.budget_for_step_time`; with decoders that read their KV cache
-    (:class:`~budgetlab.calibrated.CalibratedCost`) it is smaller.
+    :func:`~budgetlab.cost.budget_for_step_time`; with decoders that read their KV cache
+    (:class:`~budgetlab.cost.CalibratedCost`) it is smaller.
 
     Parameters
     ----------
@@ -344,12 +365,7 @@ def budget_for_longest_gap(
         When even a budget of ``num_decodes + 1`` (one prompt token a step) misses the target.
     """
     target = number_in("target_s", target_s, low=0.0, low_open=True, what="seconds > 0", error=ValueError)
-    scenario = {
-        "num_decodes": num_decodes,
-        "prompt_tokens": prompt_tokens,
-        "decode_context_tokens": decode_context_tokens,
-        "long_prefill_token_threshold": long_prefill_token_threshold,
-    }
+    scenario = _scenario(num_decodes, prompt_tokens, decode_context_tokens, long_prefill_token_threshold)
     _check_scenario(num_decodes=num_decodes, prompt_tokens=prompt_tokens)
 
     def gap_s(budget: int) -> float:
@@ -381,34 +397,280 @@ def budget_tradeoff(
     Returns
     -------
     pandas.DataFrame
-        One row per budget (``small``, ``big``) with ``budget_tokens``, ``decode_only_step_s``
-        (a step with just the decodes), ``prompt_step_s`` (the longest step carrying a prompt
-        chunk, which is every decoder's longest gap), ``num_prompt_steps``, ``ttft_s`` and
-        ``prefill_tokens_per_s`` (prompt tokens ingested per second of those steps).
+        One row per budget (``small``, ``big``) with ``max_num_batched_tokens`` (the budget
+        [tokens]), ``decode_only_step_s`` (a step with just the decodes), ``prompt_step_s`` (the
+        longest step carrying a prompt chunk, which is every decoder's longest gap),
+        ``num_prompt_steps``, ``ttft_s`` and ``prefill_tokens_per_s`` (prompt tokens ingested per
+        second of those steps).
     """
     if small_budget_tokens >= big_budget_tokens:
         raise ValueError(
             f"small_budget_tokens ({small_budget_tokens}) must be below big_budget_tokens ({big_budget_tokens})"
         )
+    swept = budget_sweep(
+        {"": cost}, [small_budget_tokens, big_budget_tokens], num_decodes=num_decodes, prompt_tokens=prompt_tokens
+    )
+    return pd.DataFrame(
+        {
+            "max_num_batched_tokens": swept.max_num_batched_tokens.to_numpy(),
+            "decode_only_step_s": cost.batch_time_s(Batch(num_decodes=num_decodes)),
+            "prompt_step_s": swept.longest_gap_s.to_numpy(),
+            "num_prompt_steps": swept.num_prompt_steps.to_numpy(),
+            "ttft_s": swept.ttft_s.to_numpy(),
+            "prefill_tokens_per_s": prompt_tokens / swept.ttft_s.to_numpy(),
+        },
+        index=pd.Index(["small", "big"], name="budget"),
+    )
+
+
+def prompt_timeline(
+    cost: CostModel,
+    *,
+    budget_tokens: int | None,
+    num_decodes: int,
+    prompt_tokens: int,
+    decode_context_tokens: int = 0,
+    long_prefill_token_threshold: int = 0,
+) -> pd.DataFrame:
+    """The steps that ingest the prompt, one row per step, with their times [s].
+
+    Each step is a :func:`prompt_steps` batch priced by ``cost.batch_time_s``, exactly as
+    :func:`ttft_s` prices it, so the last step ends at the TTFT and the longest step is
+    :func:`longest_gap_s`, for any cost model (with :class:`~budgetlab.cost.CalibratedCost` the
+    decoders' KV reads and the chunks' attention count).
+
+    Parameters
+    ----------
+    cost : CostModel
+        Any cost model.
+    budget_tokens : int or None
+        Token budget [tokens]; ``None`` = no budget (the whole prompt in one step).
+    num_decodes, prompt_tokens, decode_context_tokens, long_prefill_token_threshold : int
+        The scripted scenario, as in :func:`ttft_s`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per step: ``step`` (1-based), ``max_num_batched_tokens`` (the budget, ``<NA>``
+        without one), ``decode_tokens`` (one per decoder), ``chunk_tokens`` (the prompt's chunk),
+        ``unused_tokens`` (budget left unused; 0 without a budget), ``step_tokens``,
+        ``step_time_s``, ``start_s`` and ``end_s`` (from the prompt's arrival) [s].
+
+    Examples
+    --------
+    >>> from budgetlab.cost import ConstantCost
+    >>> timeline = prompt_timeline(ConstantCost(0.01), budget_tokens=2048, num_decodes=100, prompt_tokens=5000)
+    >>> timeline.chunk_tokens.tolist(), timeline.end_s.round(3).tolist()
+    ([1948, 1948, 1104], [0.01, 0.02, 0.03])
+    """
+    scenario = _scenario(num_decodes, prompt_tokens, decode_context_tokens, long_prefill_token_threshold)
+    batches = prompt_steps(budget_tokens=budget_tokens, **scenario)
+    times = [cost.batch_time_s(batch) for batch in batches]
+    ends = _clock_s(times)
+    step_tokens = [batch.num_tokens for batch in batches]
+    return pd.DataFrame(
+        {
+            "step": np.arange(1, len(batches) + 1),
+            "max_num_batched_tokens": pd.array([budget_tokens] * len(batches), dtype="Int64"),
+            "decode_tokens": [batch.num_decodes for batch in batches],
+            "chunk_tokens": [sum(batch.prefill_tokens) for batch in batches],
+            "unused_tokens": [0 if budget_tokens is None else int(budget_tokens) - n for n in step_tokens],
+            "step_tokens": step_tokens,
+            "step_time_s": times,
+            "start_s": [0.0, *ends[:-1]],
+            "end_s": ends,
+        }
+    )
+
+
+def _full_step_s(cost: CostModel, budget_tokens: int) -> float:
+    """A step that fills the whole budget with one fresh prompt chunk [s]: the longest step the
+    budget allows, and what :func:`~budgetlab.cost.budget_for_step_time` inverts."""
+    return cost.batch_time_s(Batch(prefill_tokens=(int(budget_tokens),), prefill_context_tokens=(0,)))
+
+
+def budget_sweep(
+    costs: Mapping[str, CostModel],
+    budgets: ArrayLike,
+    *,
+    num_decodes: int,
+    prompt_tokens: int,
+    decode_context_tokens: int = 0,
+    long_prefill_token_threshold: int = 0,
+) -> pd.DataFrame:
+    """TTFT, full-step time and longest gap for each budget and cost model: the scripted
+    scenario swept over the budget.
+
+    Parameters
+    ----------
+    costs : mapping of str to CostModel
+        Curve name (the ``cost_model`` column) → any cost model, e.g.
+        ``{"idealized": IdealCost(...), "calibrated": CalibratedCost.typical(...)}``.
+    budgets : array_like of int
+        Budgets [tokens], each above ``num_decodes``.
+    num_decodes, prompt_tokens, decode_context_tokens, long_prefill_token_threshold : int
+        The scripted scenario, as in :func:`ttft_s` (``decode_context_tokens`` changes nothing
+        for :class:`~budgetlab.cost.IdealCost`, which counts tokens only).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per cost model × budget, models in the mapping's order, budgets as given:
+        ``cost_model``, ``max_num_batched_tokens``, ``ttft_s`` (:func:`ttft_s`),
+        ``step_time_s`` (a step filling the whole budget with prompt tokens: the longest step
+        the budget allows), ``longest_gap_s`` (:func:`longest_gap_s`: the decoders' longest
+        wait in this scenario), ``num_prompt_steps`` and ``first_chunk_tokens`` (the prompt's
+        first and largest chunk) [tokens].
+    """
+    scenario = _scenario(num_decodes, prompt_tokens, decode_context_tokens, long_prefill_token_threshold)
+    _check_scenario(num_decodes=num_decodes, prompt_tokens=prompt_tokens)
+    grid = np.atleast_1d(_whole_budgets(budgets, num_decodes)).tolist()
     rows = []
-    for label, budget in (("small", small_budget_tokens), ("big", big_budget_tokens)):
-        ttft = ttft_s(cost, budget_tokens=budget, num_decodes=num_decodes, prompt_tokens=prompt_tokens)
-        rows.append(
-            {
-                "budget": label,
-                "budget_tokens": budget,
-                "decode_only_step_s": cost.batch_time_s(Batch(num_decodes=num_decodes)),
-                "prompt_step_s": longest_gap_s(
-                    cost, budget_tokens=budget, num_decodes=num_decodes, prompt_tokens=prompt_tokens
-                ),
-                "num_prompt_steps": len(
-                    chunk_schedule(budget_tokens=budget, num_decodes=num_decodes, prompt_tokens=prompt_tokens)
-                ),
-                "ttft_s": ttft,
-                "prefill_tokens_per_s": prompt_tokens / ttft,
-            }
-        )
-    return pd.DataFrame(rows).set_index("budget")
+    for name, cost in costs.items():
+        for budget in grid:
+            batches = prompt_steps(budget_tokens=budget, **scenario)
+            times = [cost.batch_time_s(batch) for batch in batches]
+            rows.append(
+                {
+                    "cost_model": name,
+                    "max_num_batched_tokens": budget,
+                    "ttft_s": _ttft_of(times),
+                    "step_time_s": _full_step_s(cost, budget),
+                    "longest_gap_s": max(times),
+                    "num_prompt_steps": len(batches),
+                    "first_chunk_tokens": batches[0].prefill_tokens[0],
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def flattening_budget(
+    sweep: pd.DataFrame, *, column: str, reference_s: float, within_fraction: float = 0.1
+) -> int | None:
+    """Where a swept curve has flattened: the smallest budget from which on it stays near a
+    reference [tokens].
+
+    The smallest budget of ``sweep`` from which on every budget's ``column`` stays within
+    ``within_fraction`` of ``reference_s`` (e.g. the TTFT with no budget at all), above or
+    below it; ``None`` if even the largest budget is farther away. ``within_fraction=0`` finds
+    where the curve reaches the reference exactly (the longest gap once the whole prompt fits
+    in one step).
+
+    Parameters
+    ----------
+    sweep : pandas.DataFrame
+        One cost model's rows of :func:`budget_sweep` (``max_num_batched_tokens`` and
+        ``column``).
+    column : str
+        The curve, e.g. ``"ttft_s"`` or ``"longest_gap_s"`` [s].
+    reference_s : float
+        The level it flattens at [s].
+    within_fraction : float
+        How close counts as flat, relative to ``reference_s`` [-].
+    """
+    if "cost_model" in sweep and sweep.cost_model.nunique() > 1:
+        raise ValueError("flattening_budget reads one curve: select one cost_model's rows of the sweep first")
+    ordered = sweep.sort_values("max_num_batched_tokens")
+    close = (np.abs(ordered[column] - reference_s) <= abs(reference_s) * within_fraction).to_numpy()
+    if not close[-1]:
+        return None
+    far = np.flatnonzero(~close)
+    first = 0 if len(far) == 0 else far[-1] + 1
+    return int(ordered.max_num_batched_tokens.to_numpy()[first])
+
+
+@dataclass(frozen=True)
+class BudgetPayoff:
+    """What a bigger budget still buys the prompt's TTFT, under one cost model.
+
+    Attributes
+    ----------
+    budget_tokens : int
+        The starting budget [tokens].
+    bigger_budget_tokens : int
+        The bigger budget [tokens].
+    ttft_s, bigger_ttft_s : float
+        The TTFT at each [s].
+    ttft_without_budget_s : float
+        The TTFT with no budget (the whole prompt in one step): the floor [s].
+    """
+
+    budget_tokens: int
+    bigger_budget_tokens: int
+    ttft_s: float
+    bigger_ttft_s: float
+    ttft_without_budget_s: float
+
+    @property
+    def saved_s(self) -> float:
+        """TTFT the bigger budget saves [s]."""
+        return self.ttft_s - self.bigger_ttft_s
+
+    @property
+    def saved_fraction(self) -> float:
+        """:attr:`saved_s` relative to the TTFT at :attr:`budget_tokens` [-]."""
+        return self.saved_s / self.ttft_s
+
+    @property
+    def above_floor_fraction(self) -> float:
+        """How far the TTFT at :attr:`budget_tokens` is above the no-budget TTFT, relative to it [-]."""
+        return self.ttft_s / self.ttft_without_budget_s - 1.0
+
+    def numbers(self) -> dict[str, float | int]:
+        """Every field and derived number as plain values (for results JSON)."""
+        return {
+            **dataclasses.asdict(self),
+            "saved_s": self.saved_s,
+            "saved_fraction": self.saved_fraction,
+            "above_floor_fraction": self.above_floor_fraction,
+        }
+
+
+def budget_payoff(
+    cost: CostModel,
+    *,
+    budget_tokens: int,
+    factor: int = 4,
+    num_decodes: int,
+    prompt_tokens: int,
+    decode_context_tokens: int = 0,
+) -> BudgetPayoff:
+    """What ``factor`` × a bigger budget still buys the prompt's TTFT (:func:`ttft_s`).
+
+    Parameters
+    ----------
+    cost : CostModel
+        Any cost model.
+    budget_tokens : int
+        The starting budget, e.g. where the idealized TTFT curve flattens [tokens].
+    factor : int
+        The bigger budget is ``factor × budget_tokens`` [-], >= 2.
+    num_decodes, prompt_tokens, decode_context_tokens : int
+        The scripted scenario, as in :func:`ttft_s`.
+    """
+    if int(factor) < 2:
+        raise ValueError(f"factor must be a whole number >= 2, got {factor}")
+    scenario = _scenario(num_decodes, prompt_tokens, decode_context_tokens)
+    bigger = int(budget_tokens) * int(factor)
+    return BudgetPayoff(
+        budget_tokens=int(budget_tokens),
+        bigger_budget_tokens=bigger,
+        ttft_s=float(ttft_s(cost, budget_tokens=int(budget_tokens), **scenario)),
+        bigger_ttft_s=float(ttft_s(cost, budget_tokens=bigger, **scenario)),
+        ttft_without_budget_s=float(ttft_s(cost, budget_tokens=None, **scenario)),
+    )
+
+
+def _scenario(
+    num_decodes: int, prompt_tokens: int, decode_context_tokens: int = 0, long_prefill_token_threshold: int = 0
+) -> dict[str, int]:
+    """The scripted scenario's keyword arguments, for :func:`prompt_steps` and its callers."""
+    return {
+        "num_decodes": num_decodes,
+        "prompt_tokens": prompt_tokens,
+        "decode_context_tokens": decode_context_tokens,
+        "long_prefill_token_threshold": long_prefill_token_threshold,
+    }
 
 
 def _check_scenario(*, num_decodes: int, prompt_tokens: int) -> None:

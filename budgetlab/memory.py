@@ -36,7 +36,10 @@ heads, as vLLM requires.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+import pandas as pd
 
 from budgetlab._checks import int_at_least
 from budgetlab.errors import DoesNotFitError, ParameterError
@@ -52,6 +55,7 @@ __all__ = [
     "kv_capacity",
     "num_kv_blocks",
     "blocks_for_tokens",
+    "kv_by_budget",
 ]
 
 LOGITS_BYTES = 4  # the sampler works on FP32 logits
@@ -260,3 +264,79 @@ def num_kv_blocks(engine: EngineConfig, hardware: HardwareSpec | None = None, mo
             "were given: pass both, or set num_kv_blocks explicitly"
         )
     return kv_capacity(hardware, model, engine).num_blocks
+
+
+def kv_by_budget(
+    hardware: HardwareSpec,
+    model: ModelSpec,
+    budgets: Iterable[int],
+    *,
+    max_num_seqs: int,
+    gpu_memory_utilization: float = 0.9,
+    block_size: int = 16,
+    tp: int = 1,
+) -> pd.DataFrame:
+    """The KV pool for each token budget: a bigger budget needs more activation memory.
+
+    Each budget gets its own :func:`kv_capacity` (an :class:`~budgetlab.specs.EngineConfig` with
+    that ``max_num_batched_tokens``). Budgets below ``max_num_seqs`` (a configuration vLLM
+    refuses) are skipped.
+
+    Parameters
+    ----------
+    hardware, model : HardwareSpec, ModelSpec
+        The GPU and the model.
+    budgets : iterable of int
+        Token budgets [tokens]; duplicates count once.
+    max_num_seqs : int
+        Sequence cap [count]: it sets the logits term of the activations.
+    gpu_memory_utilization : float
+        Share of the GPU memory vLLM may use [-].
+    block_size : int
+        Tokens per KV block [tokens].
+    tp : int
+        GPUs per replica [count].
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per budget, increasing: ``max_num_batched_tokens``, ``activation_bytes`` and
+        ``kv_bytes`` [bytes], ``kv_tokens``, ``kv_blocks``, ``kv_tokens_lost`` (fewer KV tokens
+        than at the smallest budget) [tokens] and ``kv_tokens_lost_fraction`` (that, relative to
+        the smallest budget's) [-].
+
+    Raises
+    ------
+    ValueError
+        When every budget is below ``max_num_seqs``.
+    """
+    rows = []
+    for budget in sorted({int(b) for b in budgets}):
+        if budget < max_num_seqs:
+            continue
+        engine = EngineConfig(
+            max_num_batched_tokens=budget,
+            max_num_seqs=max_num_seqs,
+            gpu_memory_utilization=gpu_memory_utilization,
+            block_size=block_size,
+        )
+        cap = kv_capacity(hardware, model, engine, tp=tp)
+        rows.append(
+            {
+                "max_num_batched_tokens": budget,
+                "activation_bytes": cap.activation_bytes,
+                "kv_bytes": cap.kv_bytes,
+                "kv_tokens": cap.num_tokens,
+                "kv_blocks": cap.num_blocks,
+            }
+        )
+    if not rows:
+        raise ValueError(
+            f"every budget is below max_num_seqs ({max_num_seqs}); vLLM refuses those: "
+            "use budgets of at least max_num_seqs tokens"
+        )
+    frame = pd.DataFrame(rows)
+    smallest = int(frame.kv_tokens.to_numpy()[0])
+    frame["kv_tokens_lost"] = smallest - frame.kv_tokens
+    frame["kv_tokens_lost_fraction"] = frame.kv_tokens_lost / smallest
+    return frame

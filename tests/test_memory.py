@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from budgetlab import DoesNotFitError, EngineConfig, activation_bytes, blocks_for_tokens, kv_bytes_per_token, kv_capacity
-from budgetlab.memory import num_kv_blocks
+from budgetlab import (
+    DoesNotFitError,
+    EngineConfig,
+    activation_bytes,
+    blocks_for_tokens,
+    kv_bytes_per_token,
+    kv_capacity,
+)
+from budgetlab.memory import kv_by_budget, num_kv_blocks
 
 ENGINE = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=256)
 
@@ -43,7 +51,9 @@ def test_bigger_budget_leaves_less_kv(h100, llama8b):
 
 
 def test_lower_utilization_leaves_less_kv(h100, llama8b):
-    lower = kv_capacity(h100, llama8b, EngineConfig(max_num_batched_tokens=2048, max_num_seqs=256, gpu_memory_utilization=0.5))
+    lower = kv_capacity(
+        h100, llama8b, EngineConfig(max_num_batched_tokens=2048, max_num_seqs=256, gpu_memory_utilization=0.5)
+    )
     assert lower.num_blocks < kv_capacity(h100, llama8b, ENGINE).num_blocks
 
 
@@ -100,3 +110,19 @@ def test_tensor_parallel_degree_must_divide_the_heads(llama8b):
         weight_bytes_per_gpu(llama8b, tp=3)
     with pytest.raises(ParameterError, match="tp must be an int >= 1"):
         kv_bytes_per_token(llama8b, tp=0)
+
+
+def test_kv_by_budget(h100, llama8b):
+    frame = kv_by_budget(h100, llama8b, [128, 2048, 256, 8192, 2048], max_num_seqs=256)
+    assert frame.max_num_batched_tokens.tolist() == [256, 2048, 8192]  # 128 < max_num_seqs is refused by vLLM
+    at_2048 = kv_capacity(h100, llama8b, ENGINE)
+    row = frame.set_index("max_num_batched_tokens").loc[2048]
+    assert row.kv_blocks == at_2048.num_blocks and row.kv_tokens == at_2048.num_tokens
+    assert row.activation_bytes == at_2048.activation_bytes == 315_883_520
+    assert np.all(np.diff(frame.kv_tokens) < 0) and np.all(np.diff(frame.activation_bytes) > 0)
+    assert frame.kv_tokens_lost.tolist()[0] == 0
+    assert frame.kv_tokens_lost.iloc[-1] == frame.kv_tokens.iloc[0] - frame.kv_tokens.iloc[-1]
+    lost = frame.kv_tokens_lost.iloc[-1]
+    assert frame.kv_tokens_lost_fraction.iloc[-1] == pytest.approx(lost / frame.kv_tokens.iloc[0])
+    with pytest.raises(ValueError, match="below max_num_seqs"):
+        kv_by_budget(h100, llama8b, [128], max_num_seqs=256)

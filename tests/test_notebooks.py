@@ -33,7 +33,12 @@ SMALL: dict[str, dict[str, Any]] = {
     },
     "03-ttft-vs-budget": {"budgets": [512, 2048, 8192]},
     "04-longest-gap": {"budgets": [512, 2048, 8192]},
-    "07-load-sweep": {"num_requests_per_load": 200, "num_loads": 3, "sweep_budgets": [512, 2048], "budget_tokens": 2048},
+    "07-load-sweep": {
+        "num_requests_per_load": 200,
+        "num_loads": 3,
+        "sweep_budgets": [512, 2048],
+        "budget_tokens": 2048,
+    },
     "08-tune-for-slo": {"num_requests_per_load": 200, "budgets": [512, 2048, 8192], "capacity_tolerance_fraction": 0.1},
 }
 
@@ -162,8 +167,6 @@ def _check_08(r: dict) -> None:
     assert r["frontier_rate_per_s"] == r["capacity_per_s"]
     assert {"512", "8192", str(r["max_num_batched_tokens"])} <= set(r["frontier"])
     assert r["frontier"]["8192"]["itl_s"] > 0.04 and r["frontier"]["8192"]["meets"] is False
-
-
 
 
 #: Checks on each notebook's results (the keys the reports promise, and the seeds' numbers).

@@ -125,7 +125,9 @@ def test_parameters_cell_is_annotated_literals_with_comments(path: Path):
             f"line {node.lineno}: annotate with one of {sorted(ANNOTATIONS)}"
         )
         value = ast.literal_eval(node.value)  # raises for anything but a literal
-        expected = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}[node.annotation.id]
+        expected = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}[
+            node.annotation.id
+        ]
         assert isinstance(value, expected) and not (expected is int and isinstance(value, bool))
         assert node.end_lineno in comments, f"line {node.lineno}: add a trailing comment with the unit"
         assert len(comments[node.end_lineno].lstrip("# ").strip()) >= 10, f"line {node.lineno}: say what it is"
@@ -162,7 +164,9 @@ def _arithmetic(source: str) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.BinOp):
-            if isinstance(node.op, ast.Add) and (_is_text(node.left) or _is_text(node.right) or isinstance(node.left, ast.BinOp)):
+            if isinstance(node.op, ast.Add) and (
+                _is_text(node.left) or _is_text(node.right) or isinstance(node.left, ast.BinOp)
+            ):
                 continue  # joining prose
             if isinstance(node.op, (*_ARITHMETIC, ast.Add)):
                 found.append(ast.unparse(node))
