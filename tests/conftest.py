@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,28 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+
+def run_ok(
+    args: Sequence[str], *, cwd: Path, timeout_s: float, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a command, its output captured as text; fail the test with that output unless it exits 0."""
+    result = subprocess.run(list(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This checkout built once as a wheel (hatchling, no network), shared by the wheel tests."""
+    dist = tmp_path_factory.mktemp("dist")
+    run_ok(
+        [sys.executable, "-m", "hatchling", "build", "--target", "wheel", "--directory", str(dist)],
+        cwd=REPO_ROOT,
+        timeout_s=300,
+    )
+    (wheel,) = dist.glob("budgetlab-*.whl")
+    return wheel
 
 
 @pytest.fixture(scope="session")

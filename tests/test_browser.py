@@ -8,6 +8,7 @@ Skips when Chromium is missing, except under CI (``CI`` set), where it fails.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -22,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from budgetlab import reports
+from budgetlab.notebook import reports
 
 FIXTURES = Path(__file__).parent / "fixtures" / "notebooks"
 CHARTS = "01-fixture-charts"
@@ -47,10 +48,7 @@ def find_chromium() -> str | None:
 def chromium() -> str:
     path = find_chromium()
     if path is None:
-        message = (
-            "headless Chromium is needed for the browser test: sudo apt-get install chromium "
-            "(Debian/Ubuntu)"
-        )
+        message = "headless Chromium is needed for the browser test: sudo apt-get install chromium (Debian/Ubuntu)"
         if os.environ.get("CI"):
             pytest.fail(f"CI is set but Chromium is missing; {message}")
         pytest.skip(message)
@@ -95,10 +93,7 @@ class DevTools:
             "about:blank",
         ]
         # bash moves the two pipe ends to fds 3 and 4, where Chromium expects them
-        script = (
-            f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w} '
-            f"{to_chrome_r}<&- {from_chrome_w}>&-"
-        )
+        script = f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w} {to_chrome_r}<&- {from_chrome_w}>&-'
         self.proc = subprocess.Popen(
             ["/bin/bash", "-c", script, chromium, *flags],
             pass_fds=(to_chrome_r, from_chrome_w),
@@ -124,9 +119,7 @@ class DevTools:
                     self._messages.put(json.loads(raw))
         self._messages.put(None)
 
-    def send(
-        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
-    ) -> dict[str, Any]:
+    def send(self, method: str, params: dict[str, Any] | None = None, session: str | None = None) -> dict[str, Any]:
         """Send one command and wait for its reply; events that arrive meanwhile are kept."""
         self._next_id += 1
         message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
@@ -145,10 +138,8 @@ class DevTools:
             self.events.append(reply)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(RuntimeError, queue.Empty, OSError):
             self.send("Browser.close")
-        except (RuntimeError, queue.Empty, OSError):
-            pass
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -164,9 +155,7 @@ class Page:
     def __init__(self, tools: DevTools) -> None:
         self.tools = tools
         target = tools.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        self.session = tools.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
-            "sessionId"
-        ]
+        self.session = tools.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Network", "Log"):
             tools.send(f"{domain}.enable", session=self.session)
 
@@ -194,9 +183,7 @@ class Page:
 
     def events(self, method: str) -> list[dict[str, Any]]:
         return [
-            e["params"]
-            for e in self.tools.events
-            if e.get("method") == method and e.get("sessionId") == self.session
+            e["params"] for e in self.tools.events if e.get("method") == method and e.get("sessionId") == self.session
         ]
 
 
@@ -212,9 +199,7 @@ CHART_STATE = """
 })))()
 """
 
-STEELBLUE_BARS = (
-    "document.querySelectorAll('div.budgetlab-vega svg.marks path[fill=\"steelblue\"]').length"
-)
+STEELBLUE_BARS = "document.querySelectorAll('div.budgetlab-vega svg.marks path[fill=\"steelblue\"]').length"
 
 MOVE_SLIDER = """
 (async () => {
@@ -245,9 +230,7 @@ def browser(chromium: str, tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.mark.parametrize("page_name", [f"{CHARTS}.html", f"{CHARTS}-handout.html"])
-def test_every_chart_draws_offline_and_the_slider_works(
-    rendered: Path, browser: DevTools, page_name: str
-) -> None:
+def test_every_chart_draws_offline_and_the_slider_works(rendered: Path, browser: DevTools, page_name: str) -> None:
     path = rendered / page_name
     source = path.read_text()
     assert not re.search(r"<script\b[^>]*\bsrc\s*=\s*[\"']?https?:", source, re.I)
@@ -272,7 +255,5 @@ def test_every_chart_draws_offline_and_the_slider_works(
     urls = [e["request"]["url"] for e in page.events("Network.requestWillBeSent")]
     assert urls and all(u.startswith(("file:", "data:", "blob:", "about:")) for u in urls), urls
     assert page.events("Runtime.exceptionThrown") == []
-    errors = [
-        e["args"] for e in page.events("Runtime.consoleAPICalled") if e.get("type") == "error"
-    ]
+    errors = [e["args"] for e in page.events("Runtime.consoleAPICalled") if e.get("type") == "error"]
     assert errors == []

@@ -12,20 +12,18 @@ import pytest
 import yaml
 
 from budgetlab.errors import ParameterError
-from budgetlab.parameters import (
-    RULES,
-    SEED_DEFAULTS,
-    Parameters,
+from budgetlab.notebook.checkers import (
+    require_bool,
+    require_existing_file_or_empty,
     require_hardware,
     require_int,
     require_int_list,
-    require_bool,
-    require_existing_file_or_empty,
     require_model,
     require_number,
     require_str,
-    validate_parameters,
 )
+from budgetlab.notebook.parameters import RULES, Parameters, validate_parameters
+from budgetlab.notebook.scenario import CUSTOM_SHAPE, SCENARIO_DEFAULTS
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
@@ -174,9 +172,17 @@ def test_validate_parameters_returns_cleaned_values(h100, llama8b):
     assert params.budget_tokens == 2048 and type(params.budget_tokens) is int
     assert params["budgets"] == [512, 8192]
     assert params.target_step_ms == 40.0 and params.target_step_s == pytest.approx(0.04)
-    assert list(params) == ["hardware", "model", "budget_tokens", "budgets", "num_decodes", "target_step_ms", "results_path"]
+    assert list(params) == [
+        "hardware",
+        "model",
+        "budget_tokens",
+        "budgets",
+        "num_decodes",
+        "target_step_ms",
+        "results_path",
+    ]
     with pytest.raises(AttributeError, match="no parameter 'prompt_tokens' was validated"):
-        params.prompt_tokens
+        _ = params.prompt_tokens
 
 
 def test_parameters_render_as_a_markdown_table():
@@ -188,15 +194,70 @@ def test_parameters_render_as_a_markdown_table():
 
 
 def test_seed_defaults_validate():
-    params = validate_parameters(**SEED_DEFAULTS)
+    params = validate_parameters(**SCENARIO_DEFAULTS)
     assert params.values == {
-        **SEED_DEFAULTS,
+        **SCENARIO_DEFAULTS,
         "target_step_ms": 40.0,
     }
 
 
 def test_every_default_has_a_rule():
-    assert set(SEED_DEFAULTS) <= set(RULES)
+    assert set(SCENARIO_DEFAULTS) <= set(RULES)
+
+
+def test_every_rule_has_a_default():
+    # the fix of every message quotes a valid value: one for each shared parameter
+    assert set(RULES) == set(SCENARIO_DEFAULTS)
+
+
+def test_custom_shape_defaults_are_the_conversation_preset():
+    from budgetlab.workload import CONVERSATION_OUTPUT, CONVERSATION_PROMPT
+
+    shape = {name: SCENARIO_DEFAULTS[name] for name in CUSTOM_SHAPE}
+    assert shape == {
+        "prompt_median_tokens": 1020.0,
+        "prompt_sigma": 0.7695,
+        "output_median_tokens": 129.0,
+        "output_sigma": 0.9285,
+    }
+    assert shape["prompt_median_tokens"] == CONVERSATION_PROMPT.median_tokens
+    assert shape["output_sigma"] == CONVERSATION_OUTPUT.sigma
+
+
+def test_tuner_factor_defaults_are_a_subset_of_the_tuners_grid():
+    from budgetlab.experiments.tune import BUDGET_FACTORS, CAP_FACTORS
+
+    assert set(SCENARIO_DEFAULTS["budget_factors"]) < set(BUDGET_FACTORS)
+    assert set(SCENARIO_DEFAULTS["cap_factors"]) < set(CAP_FACTORS)
+    assert len(SCENARIO_DEFAULTS["budget_factors"]) * len(SCENARIO_DEFAULTS["cap_factors"]) == 12
+
+
+def test_defaults_and_rules_are_read_only():
+    with pytest.raises(TypeError):
+        SCENARIO_DEFAULTS["budget_tokens"] = 1  # type: ignore[index]
+    with pytest.raises(TypeError):
+        RULES["budget_tokens"] = require_int  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (17, "parameter `num_loads` must be a whole number of loads >= 2 and <= 16, but got 17 (int)"),
+        (1, "parameter `num_loads` must be a whole number of loads >= 2 and <= 16, but got 1 (int)"),
+        ("4", "but got '4' (str). Fix: pass e.g. papermill -p num_loads 5 (unquoted; `-r` passes text)."),
+    ],
+)
+def test_require_int_states_both_bounds(value, message):
+    with pytest.raises(ParameterError) as info:
+        require_int("num_loads", value, minimum=2, maximum=16, unit="loads")
+    assert message in str(info.value)
+    assert require_int("num_loads", 16.0, minimum=2, maximum=16) == 16
+
+
+def test_require_number_upper_bound_is_inclusive():
+    assert require_number("prompt_sigma", 3, minimum=0, maximum=3) == 3.0
+    with pytest.raises(ParameterError, match=r"a finite number >= 0 and <= 3, but got 3.01 \(float\)"):
+        require_number("prompt_sigma", 3.01, minimum=0, maximum=3)
 
 
 def test_unknown_parameter_name_is_a_programming_error():
@@ -210,14 +271,19 @@ def test_extra_rules():
     )
     assert params.max_num_seqs == 256
     with pytest.raises(ParameterError, match="papermill -p max_num_seqs 256"):
-        validate_parameters(rules={"max_num_seqs": lambda n, v: require_int(n, v, minimum=1, example=256)}, max_num_seqs=0)
+        validate_parameters(
+            rules={"max_num_seqs": lambda n, v: require_int(n, v, minimum=1, example=256)}, max_num_seqs=0
+        )
 
 
 @pytest.mark.parametrize(
     ("kwargs", "fragment"),
     [
         ({"budget_tokens": 100, "num_decodes": 100}, "parameter `budget_tokens` must be larger than num_decodes (100)"),
-        ({"small_budget_tokens": 64, "num_decodes": 100}, "parameter `small_budget_tokens` must be larger than num_decodes"),
+        (
+            {"small_budget_tokens": 64, "num_decodes": 100},
+            "parameter `small_budget_tokens` must be larger than num_decodes",
+        ),
         ({"budgets": [64, 512, 2048], "num_decodes": 100}, "with [64] too small"),
         ({"small_budget_tokens": 8192, "big_budget_tokens": 512}, "must be below big_budget_tokens (512)"),
         ({"decoder_counts": [60, 4000], "budget_tokens": 2048}, "must hold counts below budget_tokens (2048)"),
@@ -237,14 +303,23 @@ def test_combinations(kwargs, fragment):
 @pytest.mark.parametrize(
     ("kwargs", "fragment"),
     [
-        ({"max_num_seqs": 4096, "budget_tokens": 2048}, "parameter `max_num_seqs` must not exceed budget_tokens (2048)"),
-        ({"low_max_num_seqs": 256, "max_num_seqs": 256}, "parameter `low_max_num_seqs` must be below max_num_seqs (256)"),
+        (
+            {"max_num_seqs": 4096, "budget_tokens": 2048},
+            "parameter `max_num_seqs` must not exceed budget_tokens (2048)",
+        ),
+        (
+            {"low_max_num_seqs": 256, "max_num_seqs": 256},
+            "parameter `low_max_num_seqs` must be below max_num_seqs (256)",
+        ),
         ({"budgets": [64, 128], "max_num_seqs": 256}, "at least one budget >= max_num_seqs (256)"),
         ({"tp_model": "llama-3.1-70b", "tp_degrees": [2, 3]}, "must divide the 64 attention heads of Llama 3.1 70B"),
         ({"moe_model": "mixtral-8x7b", "moe_tp": 3}, "parameter `moe_tp` must divide the 32 attention heads"),
         ({"moe_model": "llama-3.1-8b"}, "parameter `moe_model` must be a mixture-of-experts model"),
         ({"tile_tokens": 256, "tile_zoom_tokens": 256}, "must be larger than tile_tokens (256)"),
-        ({"measurements_path": "", "measured_model": "llama-3.1-8b"}, "must be llama-2-7b while measurements_path is empty"),
+        (
+            {"measurements_path": "", "measured_model": "llama-3.1-8b"},
+            "must be llama-2-7b while measurements_path is empty",
+        ),
         ({"measurements_path": "", "measured_attention": True}, "must be False while measurements_path is empty"),
     ],
 )
@@ -275,13 +350,20 @@ def test_newer_rules_refuse_bad_values(name, value, fragment):
 
 def test_slug_rules_return_slugs_and_other_combinations_pass():
     params = validate_parameters(
-        tp_model="LLAMA-3.1-70B", moe_model="mixtral-8x7b", measured_hardware="h100-sxm",
-        holdout_fraction=0, tp_degrees=[8, 2, 2], moe_tp=4,
+        tp_model="LLAMA-3.1-70B",
+        moe_model="mixtral-8x7b",
+        measured_hardware="h100-sxm",
+        holdout_fraction=0,
+        tp_degrees=[8, 2, 2],
+        moe_tp=4,
     )
     assert params.tp_model == "llama-3.1-70b" and params.measured_hardware == "h100-sxm"
     assert params.tp_degrees == [2, 8] and params.holdout_fraction == 0.0
     # with a table of one's own, any measured hardware and model are fine
-    assert validate_parameters(measurements_path=__file__, measured_hardware="a100-80gb-sxm").measured_hardware == "a100-80gb-sxm"
+    assert (
+        validate_parameters(measurements_path=__file__, measured_hardware="a100-80gb-sxm").measured_hardware
+        == "a100-80gb-sxm"
+    )
 
 
 def test_budget_leaving_room_is_fine():
@@ -341,7 +423,7 @@ def test_scenario_is_a_valid_flat_mapping(path):
 def test_default_scenario_is_the_seeds():
     values = yaml.safe_load((NOTEBOOKS / "params" / "h100-llama-3.1-8b.yaml").read_text())
     for name, value in values.items():
-        assert value == SEED_DEFAULTS[name], name
+        assert value == SCENARIO_DEFAULTS[name], name
 
 
 # --- notebooks 07 and 08: load sweeps and the tuner -------------------------------------------
@@ -351,11 +433,24 @@ TRACE = Path(__file__).resolve().parent / "fixtures" / "traces" / "azure_sample.
 
 def test_sweep_rules_accept_the_defaults_and_clean_values():
     params = validate_parameters(
-        hardware="h100-sxm", model="llama-3.1-8b", cost_model=" Typical ", workload="CUSTOM",
-        prompt_median_tokens=2000, prompt_sigma=0.5, output_median_tokens=300, output_sigma=0.0,
-        num_requests_per_load=500.0, sweep_budgets=[8192, 512], max_num_seqs=256, num_loads=4,
-        max_load_fraction=1, ttft_p90_ms=800, itl_p99_ms=40, capacity_tolerance_fraction=0.05,
-        frontier_rate_per_s=0, trace_path="",
+        hardware="h100-sxm",
+        model="llama-3.1-8b",
+        cost_model=" Typical ",
+        workload="CUSTOM",
+        prompt_median_tokens=2000,
+        prompt_sigma=0.5,
+        output_median_tokens=300,
+        output_sigma=0.0,
+        num_requests_per_load=500.0,
+        sweep_budgets=[8192, 512],
+        max_num_seqs=256,
+        num_loads=4,
+        max_load_fraction=1,
+        ttft_p90_ms=800,
+        itl_p99_ms=40,
+        capacity_tolerance_fraction=0.05,
+        frontier_rate_per_s=0,
+        trace_path="",
     )
     assert params.cost_model == "typical" and params.workload == "custom"
     assert params.num_requests_per_load == 500 and params.sweep_budgets == [512, 8192]
@@ -367,7 +462,10 @@ def test_sweep_rules_accept_the_defaults_and_clean_values():
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({"cost_model": "ideall"}, "parameter `cost_model` must be one of ideal, typical, but got 'ideall' (str). Fix: did you mean ideal?"),
+        (
+            {"cost_model": "ideall"},
+            "parameter `cost_model` must be one of ideal, typical, but got 'ideall' (str). Fix: did you mean ideal?",
+        ),
         ({"cost_model": True}, "parameter `cost_model` must be one of ideal, typical"),
         ({"workload": "chat"}, "parameter `workload` must be one of conversation-like, code-like, custom"),
         ({"trace_path": "no/such/trace.csv"}, "parameter `trace_path` must name an existing trace CSV or be empty"),
@@ -379,9 +477,18 @@ def test_sweep_rules_accept_the_defaults_and_clean_values():
         ({"output_median_tokens": 100_000}, "and <= 8192"),
         ({"ttft_p90_ms": "800"}, "parameter `ttft_p90_ms` must be a finite number of ms > 0"),
         ({"capacity_tolerance_fraction": 0.9}, "parameter `capacity_tolerance_fraction`"),
-        ({"frontier_rate_per_s": -1.0}, "parameter `frontier_rate_per_s` must be a finite number of requests per second >= 0"),
-        ({"sweep_budgets": [128, 512], "max_num_seqs": 256}, "parameter `sweep_budgets` must hold only budgets >= max_num_seqs (256)"),
-        ({"budget_factors": [0.5, -1.0]}, "parameter `budget_factors` must be a non-empty list of at most 8 numbers > 0"),
+        (
+            {"frontier_rate_per_s": -1.0},
+            "parameter `frontier_rate_per_s` must be a finite number of requests per second >= 0",
+        ),
+        (
+            {"sweep_budgets": [128, 512], "max_num_seqs": 256},
+            "parameter `sweep_budgets` must hold only budgets >= max_num_seqs (256)",
+        ),
+        (
+            {"budget_factors": [0.5, -1.0]},
+            "parameter `budget_factors` must be a non-empty list of at most 8 numbers > 0",
+        ),
         ({"cap_factors": []}, "parameter `cap_factors` must be a non-empty list"),
         ({"cap_factors": "0.5, 1"}, "parameter `cap_factors` must be a non-empty list"),
         ({"workload": "code-like", "prompt_sigma": 1.0}, "parameter `workload` must be custom to use your own lengths"),
@@ -408,7 +515,7 @@ def test_trace_path_must_be_a_replayable_trace(tmp_path):
     assert validate_parameters(trace_path=str(TRACE)).trace_path == str(TRACE)
     bad = tmp_path / "bad.csv"
     bad.write_text("TIMESTAMP,ContextTokens\n2023-11-16 18:15:46,374\n")
-    with pytest.raises(ParameterError, match="must name a trace budgetlab can replay.*missing column"):
+    with pytest.raises(ParameterError, match=r"must name a trace budgetlab can replay.*missing column"):
         validate_parameters(trace_path=str(bad))
     one = tmp_path / "one.csv"
     one.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,100,10\n")
@@ -417,7 +524,7 @@ def test_trace_path_must_be_a_replayable_trace(tmp_path):
 
 
 def test_slo_from_parameters():
-    from budgetlab.parameters import slo_from_parameters
+    from budgetlab.notebook.scenario import slo_from_parameters
 
     slo = slo_from_parameters(validate_parameters(ttft_p90_ms=800.0, itl_p99_ms=40, target_step_ms=40.0))
     assert slo.limits == {"ttft_p90_s": 0.8, "itl_p99_s": 0.04}
@@ -426,9 +533,8 @@ def test_slo_from_parameters():
 
 
 def test_workload_from_parameters():
-    from budgetlab.parameters import CUSTOM_MAX_PROMPT_TOKENS, workload_from_parameters
-    from budgetlab.sweep import SyntheticWorkload, TraceWorkload
-    from budgetlab.workload import CONVERSATION_PROMPT, Fixed, LogNormal
+    from budgetlab.notebook.scenario import CUSTOM_MAX_PROMPT_TOKENS, workload_from_parameters
+    from budgetlab.workload import CONVERSATION_PROMPT, Fixed, LogNormal, SyntheticWorkload, TraceWorkload
 
     default = workload_from_parameters(validate_parameters(num_requests_per_load=100))
     assert isinstance(default, SyntheticWorkload) and default.label == "conversation-like"

@@ -1,4 +1,4 @@
-"""budgetlab.reports: planning, the CLI, the offline template, and rendering the fixture notebooks.
+"""budgetlab.notebook.reports: planning, the CLI, the offline template, and rendering the fixture notebooks.
 
 Fixtures live in ``tests/fixtures/notebooks``: ``01-fixture-charts`` (two Altair charts, one
 with a slider-bound parameter, and a ``save_results`` call) and ``02-fixture-fails`` (its
@@ -12,6 +12,8 @@ import io
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import altair as alt
@@ -19,8 +21,8 @@ import nbformat
 import pandas as pd
 import pytest
 
-from budgetlab import reports
-from budgetlab.altair_setup import RENDERER_NAME, use_offline_renderer, vegalite_mimetype
+from budgetlab.notebook import reports
+from budgetlab.notebook.altair_setup import RENDERER_NAME, use_offline_renderer, vegalite_mimetype
 
 FIXTURES = Path(__file__).parent / "fixtures" / "notebooks"
 CHARTS = "01-fixture-charts"
@@ -41,13 +43,9 @@ def run_main(*argv: str) -> tuple[int, str, str]:
 
 def cdn_problems(page: str) -> list[str]:
     """Everything in an HTML page that would load from the network."""
-    problems = [
-        f"script src={src}"
-        for src in re.findall(r"<script\b[^>]*\bsrc\s*=\s*[\"']?([^\"' >]+)", page, re.I)
-    ]
+    problems = [f"script src={src}" for src in re.findall(r"<script\b[^>]*\bsrc\s*=\s*[\"']?([^\"' >]+)", page, re.I)]
     problems += [
-        f"link href={href}"
-        for href in re.findall(r"<link\b[^>]*\bhref\s*=\s*[\"']?(https?:[^\"' >]+)", page, re.I)
+        f"link href={href}" for href in re.findall(r"<link\b[^>]*\bhref\s*=\s*[\"']?(https?:[^\"' >]+)", page, re.I)
     ]
     problems += re.findall(r"@import\s+url\(\s*[\"']?https?:[^)]*\)", page, re.I)
     problems += re.findall(r"import\(\s*[\"']https?:[^)]*\)", page, re.I)
@@ -100,9 +98,7 @@ def test_select_notebooks_accepts_names_suffixes_paths_and_prefixes() -> None:
 
 
 def test_plan_passes_each_notebook_only_its_parameters(tmp_path: Path) -> None:
-    jobs = reports.plan(
-        overrides={"slope": 0.5}, notebooks_dir=FIXTURES, out_dir=tmp_path / "out"
-    )
+    jobs = reports.plan(overrides={"slope": 0.5}, notebooks_dir=FIXTURES, out_dir=tmp_path / "out")
     by_name = {job.notebook: job for job in jobs}
     assert set(by_name) == {CHARTS, FAILS}
     charts = by_name[CHARTS].parameters
@@ -138,9 +134,7 @@ def test_unknown_scenario_exits_2_listing_scenarios() -> None:
 
 
 def test_undeclared_override_exits_2(tmp_path: Path) -> None:
-    code, _, err = run_main(
-        "01", "-p", "budget_tokens", "5", "--notebooks-dir", str(FIXTURES), "--out", str(tmp_path)
-    )
+    code, _, err = run_main("01", "-p", "budget_tokens", "5", "--notebooks-dir", str(FIXTURES), "--out", str(tmp_path))
     assert code == 2  # only 02 declares budget_tokens, and 02 is not selected
     assert "budget_tokens" in err and "num_points" in err
     assert not (tmp_path / "small").exists()
@@ -148,8 +142,13 @@ def test_undeclared_override_exits_2(tmp_path: Path) -> None:
 
 def test_results_path_cannot_be_overridden(tmp_path: Path) -> None:
     code, _, err = run_main(
-        "-p", "results_path", "/tmp/x.json",
-        "--notebooks-dir", str(FIXTURES), "--out", str(tmp_path),
+        "-p",
+        "results_path",
+        "/tmp/x.json",
+        "--notebooks-dir",
+        str(FIXTURES),
+        "--out",
+        str(tmp_path),
     )
     assert code == 2
     assert "results_path" in err
@@ -170,18 +169,38 @@ def test_scenario_must_be_a_mapping(fixture_copy: Path, tmp_path: Path) -> None:
     assert "mapping" in err
 
 
-def test_nothing_to_render_exits_0(tmp_path: Path) -> None:
+def test_nothing_to_render_exits_2_saying_why(tmp_path: Path) -> None:
     empty = tmp_path / "notebooks"
     empty.mkdir()
-    code, out, _ = run_main("--notebooks-dir", str(empty), "--out", str(tmp_path / "out"))
-    assert code == 0
-    assert "no notebooks" in out
+    code, out, err = run_main("--notebooks-dir", str(empty), "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert err.count("\n") == 1 and "nothing to render: no notebooks (*.ipynb) in" in err
+    assert str(empty) in err and out == ""
 
     shutil.copy(FIXTURES / f"{CHARTS}.ipynb", empty)
-    code, out, _ = run_main("--notebooks-dir", str(empty), "--out", str(tmp_path / "out"))
-    assert code == 0
-    assert "no scenarios" in out
+    code, out, err = run_main("--notebooks-dir", str(empty), "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert err.count("\n") == 1 and "nothing to render: no scenarios (*.yaml) in" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_filter_matching_no_notebook_exits_2(tmp_path: Path) -> None:
+    code, out, err = run_main("9", "--notebooks-dir", str(FIXTURES), "--out", str(tmp_path / "out"))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "no notebook named '9'" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_default_notebooks_are_the_shipped_ones(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)  # any folder: the notebooks do not come from the working directory
+    shipped = reports.default_notebooks_dir()  # the checkout's, or an installed wheel's copy
+    in_checkout = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+    assert list(reports.find_notebooks(shipped)) == in_checkout and len(in_checkout) == 8
+    assert "h100-llama-3.1-8b" in reports.find_scenarios(shipped / "params")
+    jobs = reports.plan(["02"], ["h100-llama-3.1-8b"])
+    (job,) = jobs
+    assert job.input_path == shipped / "02-filling-the-budget.ipynb"
+    assert job.out_dir == tmp_path / "reports" / "h100-llama-3.1-8b"
 
 
 def test_list_shows_notebooks_parameters_and_scenarios() -> None:
@@ -238,11 +257,7 @@ def test_template_inlines_bundle_once_and_embeds_every_chart(offline_renderer) -
     for i in range(3):
         data, metadata = chart.properties(title=f"chart {i}")._repr_mimebundle_()
         cell = nbformat.v4.new_code_cell(f"chart_{i}", execution_count=i + 1)
-        cell.outputs = [
-            nbformat.v4.new_output(
-                "execute_result", data=data, metadata=metadata, execution_count=i + 1
-            )
-        ]
+        cell.outputs = [nbformat.v4.new_output("execute_result", data=data, metadata=metadata, execution_count=i + 1)]
         nb.cells.append(cell)
     report, handout = reports.make_exporters()
     for exporter in (report, handout):
@@ -362,3 +377,31 @@ def test_failing_notebook_exits_1_and_the_other_still_renders(cli_run) -> None:
 def test_render_leaves_the_working_directory_alone(cli_run) -> None:
     assert Path.cwd() == START_CWD
     assert not list(FIXTURES.glob("*.json")) and not list(FIXTURES.glob("*.html"))
+
+
+# --------------------------------------------------------------------------------------------
+# where the machinery lives
+
+
+def test_a_notebook_imports_its_machinery_from_one_place() -> None:
+    import budgetlab.notebook as nb
+    import budgetlab.reports as old_name
+
+    for name in (
+        "use_offline_renderer",
+        "validate_parameters",
+        "save_results",
+        "slo_from_parameters",
+        "workload_from_parameters",
+    ):
+        assert name in nb.__all__ and callable(getattr(nb, name)), name
+    assert old_name.main is reports.main  # python -m budgetlab.reports keeps working
+
+
+def test_importing_the_machinery_starts_no_papermill() -> None:
+    code = (
+        "import sys, budgetlab, budgetlab.notebook; "
+        "print(sorted(m for m in ('papermill', 'nbconvert', 'altair') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

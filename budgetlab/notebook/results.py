@@ -1,7 +1,7 @@
 """Save a report's key numbers as JSON, so tests and readers can check them without parsing HTML.
 
 Notebooks take a ``results_path`` parameter (empty: save nothing) and end with one
-:func:`save_results` call; :mod:`budgetlab.reports` points it at
+:func:`save_results` call; the report renderer (:mod:`budgetlab.notebook.reports`) points it at
 ``reports/<scenario>/<notebook>.results.json``.
 """
 

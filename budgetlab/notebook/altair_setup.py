@@ -2,10 +2,10 @@
 
 Call :func:`use_offline_renderer` once, in a notebook's imports cell::
 
-    import budgetlab.altair_setup
-    budgetlab.altair_setup.use_offline_renderer()
+    from budgetlab.notebook import use_offline_renderer
+    use_offline_renderer()
 
-(``budgetlab.reports.use_offline_renderer`` is the same function.)
+(``budgetlab.notebook.reports.use_offline_renderer`` is the same function.)
 
 Why a renderer of our own
 -------------------------
@@ -24,7 +24,7 @@ The ``budgetlab`` renderer registered here returns one display bundle with
 
 ``application/vnd.vegalite.v<N>+json``
     the chart's Vega-Lite spec as JSON (a valid nbformat output because of the ``+json``
-    suffix). The nbconvert template in ``budgetlab/templates/offline`` turns each one into a
+    suffix). The nbconvert template in ``budgetlab/notebook/templates/offline`` turns each one into a
     ``<div class="budgetlab-vega">`` and embeds it with the Vega/Vega-Lite/Vega-Embed bundle
     from ``vl_convert.javascript_bundle()``, inlined once per page.
     The spec's embed options (``alt.renderers.set_embed_options``) travel in the output
@@ -59,9 +59,7 @@ def vegalite_mimetype() -> str:
     return f"application/vnd.vegalite.v{major}+json"
 
 
-def offline_renderer(
-    spec: dict[str, Any], **metadata: Any
-) -> tuple[dict[str, Any], dict[str, Any]]:
+def offline_renderer(spec: dict[str, Any], **metadata: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """Altair renderer: Vega-Lite JSON for the offline report template plus Altair's HTML.
 
     Parameters

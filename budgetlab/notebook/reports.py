@@ -1,0 +1,259 @@
+"""Render the notebooks × scenarios into offline HTML reports, handouts and results files.
+
+Usage, from any folder (``make reports`` runs the first line with the default scenario)::
+
+    python -m budgetlab.reports                          # every notebook × every scenario
+    python -m budgetlab.reports 03 --scenario h200-llama-3.1-8b -p budgets "[512, 2048, 8192]"
+    python -m budgetlab.reports --list                   # notebooks, their parameters, scenarios
+
+The notebooks and scenarios are the ones shipped with budgetlab (``notebooks/`` in a checkout,
+``budgetlab/_data/notebooks`` in an installed wheel; see
+:func:`~budgetlab.notebook.plan.default_notebooks_dir`), or ``--notebooks-dir``. For each
+scenario ``S`` (``params/S.yaml``) and notebook ``N`` (``N.ipynb``) this writes into
+``reports/S/`` below the working directory (or ``--out``):
+
+``N.ipynb``
+    the notebook executed by papermill (kept, partial, when a cell fails);
+``N.html``
+    the report: code, outputs and narrative, every chart drawn offline;
+``N-handout.html``
+    the same without code cells' inputs or prompts;
+``N.results.json``
+    the report's key numbers, written by the notebook itself (its ``results_path`` parameter
+    is set to this file's absolute path; see :mod:`budgetlab.notebook.results`),
+
+and finally ``reports/index.html`` (links to every report rendered so far, with its status)
+and ``reports/index.json`` (the same as data).
+
+Scenarios are flat YAML mappings of parameter name → value, the union over all notebooks; each
+notebook receives only the parameters its ``parameters`` cell declares. A key no notebook
+declares is an error (a typo would otherwise be ignored silently). ``-p NAME VALUE`` overrides
+a parameter in every selected notebook that declares it; VALUE is parsed as YAML, so
+``-p budgets "[512, 2048]"`` is a list and ``-p budgets true`` a bool (which the notebook's
+validation then rejects with a clear message).
+
+This module is the command line. The work is done by :mod:`budgetlab.notebook.plan` (names and
+parameters → jobs), :mod:`budgetlab.notebook.render` (papermill and nbconvert, several kernels
+at a time with ``--jobs``) and :mod:`budgetlab.notebook.index` (the index pages); their public
+names are re-exported here.
+
+Exit status: 0 when every report rendered, 1 when a notebook failed (the others still render),
+2 for a command-line or scenario error, or when there is nothing to render (no notebooks or no
+scenarios found).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from budgetlab.notebook.altair_setup import use_offline_renderer
+from budgetlab.notebook.index import INDEX_HTML, write_index
+from budgetlab.notebook.plan import (
+    RESULTS_PARAMETER,
+    Job,
+    ReportError,
+    default_notebooks_dir,
+    find_notebooks,
+    find_scenarios,
+    load_scenario,
+    notebook_parameters,
+    parse_override,
+    plan,
+    resolve_folders,
+    select_notebooks,
+    select_scenarios,
+)
+from budgetlab.notebook.render import ReportOutcome, make_exporters, render, vega_bundle
+
+__all__ = [
+    "Job",
+    "ReportError",
+    "ReportOutcome",
+    "default_notebooks_dir",
+    "find_notebooks",
+    "find_scenarios",
+    "load_scenario",
+    "main",
+    "make_exporters",
+    "notebook_parameters",
+    "parse_override",
+    "plan",
+    "render",
+    "select_notebooks",
+    "select_scenarios",
+    "use_offline_renderer",
+    "vega_bundle",
+    "write_index",
+]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m budgetlab.reports",
+        description="Render budgetlab notebooks × scenarios into offline HTML reports, "
+        "handouts and results JSON under reports/.",
+    )
+    p.add_argument(
+        "notebooks",
+        nargs="*",
+        metavar="NOTEBOOK",
+        help="notebooks to render, with or without .ipynb, or a prefix such as 03 (default: all)",
+    )
+    p.add_argument(
+        "-s",
+        "--scenario",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="scenario from NOTEBOOKS_DIR/params/NAME.yaml; repeatable (default: all)",
+    )
+    p.add_argument(
+        "-p",
+        "--parameter",
+        action="append",
+        nargs=2,
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="override a parameter in every selected notebook that declares it; "
+        'VALUE is YAML: -p budgets "[512, 2048]"',
+    )
+    p.add_argument("--out", type=Path, default=Path("reports"), help="output folder (reports)")
+    p.add_argument(
+        "--notebooks-dir",
+        type=Path,
+        default=None,
+        help="notebook folder (default: the notebooks shipped with budgetlab)",
+    )
+    p.add_argument("--params-dir", type=Path, default=None, help="scenario folder (NOTEBOOKS_DIR/params)")
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=min(4, os.cpu_count() or 1),
+        help="notebooks executed at once (default: %(default)s)",
+    )
+    p.add_argument("--list", action="store_true", help="list notebooks, their parameters and scenarios")
+    return p
+
+
+def _list(notebooks_dir: Path, params_dir: Path) -> None:
+    notebooks = find_notebooks(notebooks_dir)
+    scenarios = find_scenarios(params_dir)
+    print(f"Notebooks in {notebooks_dir}/:" if notebooks else f"No notebooks in {notebooks_dir}/.")
+    for name, path in notebooks.items():
+        params = notebook_parameters(path)
+        shown = ", ".join(
+            f"{k}: {v.get('inferred_type_name') or '?'}" for k, v in params.items() if k != RESULTS_PARAMETER
+        )
+        print(f"  {name}" + (f"  ({shown})" if shown else "  (no parameters)"))
+    print(f"Scenarios in {params_dir}/:" if scenarios else f"No scenarios in {params_dir}/.")
+    for name in scenarios:
+        print(f"  {name}")
+
+
+def _print_summary(outcomes: Sequence[ReportOutcome], elapsed_s: float, index: Path) -> None:
+    w_s = max([len("scenario")] + [len(o.scenario) for o in outcomes])
+    w_n = max([len("notebook")] + [len(o.notebook) for o in outcomes])
+    print()
+    print(f"{'scenario':<{w_s}}  {'notebook':<{w_n}}  {'seconds':>7}  status")
+    print(f"{'-' * w_s}  {'-' * w_n}  {'-' * 7}  ------")
+    for o in outcomes:
+        print(f"{o.scenario:<{w_s}}  {o.notebook:<{w_n}}  {o.seconds:7.1f}  {o.status}")
+    failed = [o for o in outcomes if not o.ok]
+    print(
+        f"\n{len(outcomes)} report{'s' * (len(outcomes) != 1)}: {len(outcomes) - len(failed)} ok, "
+        f"{len(failed)} failed, in {elapsed_s:.1f} s. Index: {index}"
+    )
+
+
+def _nothing_to_render(notebooks_dir: Path, params_dir: Path) -> str:
+    """Why :func:`plan` found no work, in one line."""
+    if not find_notebooks(notebooks_dir):
+        return f"no notebooks (*.ipynb) in {notebooks_dir}/"
+    if not find_scenarios(params_dir):
+        return f"no scenarios (*.yaml) in {params_dir}/"
+    return "no notebook × scenario selected"
+
+
+def _announce(work: Sequence[Job], out: Path, jobs: int) -> None:
+    """What is about to render, before the first kernel starts."""
+    total = len(work)
+    print(
+        f"Rendering {total} report{'s' * (total != 1)} "
+        f"({len({j.notebook for j in work})} notebooks × {len({j.scenario for j in work})} "
+        f"scenarios) into {out}/ with {min(jobs, total)} kernel(s) at a time",
+        flush=True,
+    )
+    silent = sorted({j.notebook for j in work if RESULTS_PARAMETER not in j.parameters})
+    if silent:
+        print(
+            f"note: {', '.join(silent)} declare{'s' * (len(silent) == 1)} no {RESULTS_PARAMETER} "
+            f"parameter, so no results JSON will be written for "
+            f"{'it' if len(silent) == 1 else 'them'}"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status (0 ok, 1 a report failed, 2 usage or
+    nothing to render)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.jobs < 1 and not args.list:
+        parser.error("--jobs must be at least 1")
+    overrides = {name: parse_override(value) for name, value in args.parameter}
+    total = done = 0
+
+    def announce(work: Sequence[Job]) -> None:
+        nonlocal total
+        total = len(work)
+        _announce(work, args.out, args.jobs)
+
+    def progress(o: ReportOutcome) -> None:
+        nonlocal done
+        done += 1
+        tail = f"  {o.error}" if o.error else ""
+        counter = f"[{done:>{len(str(total))}}/{total}]"
+        print(f"{counter} {o.name:<48} {o.seconds:6.1f} s  {o.status}{tail}", flush=True)
+
+    start = time.perf_counter()
+    try:
+        notebooks_dir, params_dir, _ = resolve_folders(
+            notebooks_dir=args.notebooks_dir, params_dir=args.params_dir, out_dir=args.out
+        )
+        if args.list:
+            _list(notebooks_dir, params_dir)
+            return 0
+        outcomes = render(
+            args.notebooks,
+            args.scenario,
+            overrides,
+            notebooks_dir=notebooks_dir,
+            params_dir=params_dir,
+            out_dir=args.out,
+            jobs=args.jobs,
+            on_plan=announce,
+            on_report=progress,
+        )
+    except ReportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    if not outcomes:
+        print(f"error: nothing to render: {_nothing_to_render(notebooks_dir, params_dir)}", file=sys.stderr)
+        return 2
+    _print_summary(outcomes, time.perf_counter() - start, args.out / INDEX_HTML)
+    failed = [o for o in outcomes if not o.ok]
+    for o in failed:
+        print(f"FAILED {o.name}: {o.error} (partial notebook: {o.ipynb_path})", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
