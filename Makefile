@@ -1,11 +1,23 @@
-# budgetlab: every target creates the virtual environment in .venv when it is missing.
+# budgetlab: every target creates the virtual environment it needs when it is missing.
+#
+#   make test        lint (ruff check, ruff format --check, mypy), then the suite, in .venv
+#   make pytest      the suite only, in .venv
+#   make lint        ruff + mypy only
+#   make test-min    the suite in .venv-min, every dependency pinned to its declared floor
+#   make test-wheel  the suite against the wheel installed into a fresh .venv-wheel
+#
+# PYTEST_ARGS passes options to pytest, e.g. `make pytest PYTEST_ARGS="-x tests/test_specs.py"`.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LAB_STAMP := $(VENV)/.installed-lab
+MIN_VENV := .venv-min
+MIN_STAMP := $(MIN_VENV)/.installed
+WHEEL_VENV := .venv-wheel
+PYTEST_ARGS ?=
 
-.PHONY: test reports reports-all lab bench clean-reports
+.PHONY: test pytest lint test-min test-wheel reports reports-all lab bench clean-reports
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,8 +29,45 @@ $(LAB_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,lab]'
 	@touch $@
 
-test: $(STAMP)
-	$(BIN)/python -m pytest
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The floors are written once, as the `>=` bounds in pyproject.toml; tools/min_constraints.py
+# turns them into `==` pins (runtime + every extra). Wheels only: a floor without a cp311 wheel
+# is no floor. The package itself is installed without dependencies and built by the pinned
+# hatchling (no build isolation), so the hatchling floor is proved too.
+$(MIN_STAMP): pyproject.toml tools/min_constraints.py
+	rm -rf $(MIN_VENV)
+	$(PYTHON) -m venv $(MIN_VENV)
+	$(MIN_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PYTHON) tools/min_constraints.py > $(MIN_VENV)/floors.txt
+	$(MIN_VENV)/bin/python -m pip install --quiet --only-binary=:all: -r $(MIN_VENV)/floors.txt
+	$(MIN_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(MIN_VENV)/bin/python -m pip check
+	$(MIN_VENV)/bin/jupyter-lab --version >/dev/null
+	@touch $@
+
+test-min: $(MIN_STAMP)
+	$(MIN_VENV)/bin/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+# A fresh venv with the wheel (and its [test] extra) installed, not the checkout: PYTHONSAFEPATH
+# keeps the working directory off sys.path (also in subprocesses and notebook kernels), and
+# BUDGETLAB_EXPECT_INSTALLED makes tests/test_toolchain.py check where budgetlab came from.
+test-wheel:
+	rm -rf $(WHEEL_VENV)
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(WHEEL_VENV)/bin/python -m pip wheel --quiet --no-deps --wheel-dir $(WHEEL_VENV)/dist .
+	$(WHEEL_VENV)/bin/python -m pip install --quiet "$$(ls $(WHEEL_VENV)/dist/budgetlab-*.whl)[test]"
+	BUDGETLAB_EXPECT_INSTALLED=1 PYTHONSAFEPATH=1 $(WHEEL_VENV)/bin/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 # The default reports: every notebook in the seeds' scenario (about half a minute).
 DEFAULT_SCENARIO := h100-llama-3.1-8b
