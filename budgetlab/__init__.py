@@ -5,24 +5,49 @@ budget filled in vLLM's order with chunked prompts, KV memory and three-gate adm
 continuous-batching simulator with vLLM V1's scheduling rules, workloads, load sweeps,
 capacity under an SLO and a knob tuner. Everything listed here is importable as
 ``budgetlab.<name>``.
+
+Reading guide: which module to open for which question
+------------------------------------------------------
+* *What is a GPU, a model, an engine configuration, a request, a step?* :mod:`budgetlab.specs`
+  (the catalog's rows and their sources: :mod:`budgetlab.catalog`).
+* *How long does one step take?* :mod:`budgetlab.cost` -- the contract in
+  :mod:`~budgetlab.cost.protocol`, the seeds' roofline in :mod:`~budgetlab.cost.roofline`, the
+  realistic terms in :mod:`~budgetlab.cost.calibrated`, fitting to your measurements in
+  :mod:`~budgetlab.cost.fit`.
+* *How is one step's token budget filled, and what does it do to TTFT and the longest gap?*
+  :mod:`budgetlab.budget`.
+* *How much KV memory is left, and who gets in?* :mod:`budgetlab.memory`, then the three gates
+  in :mod:`budgetlab.admission`.
+* *What happens over time, step by step, as vLLM schedules it?* :mod:`budgetlab.simulator`
+  (start with its module docstring, then ``step.py``: the rules; ``fast.py`` only goes faster).
+* *What traffic?* :mod:`budgetlab.workload`. *What numbers come out of a run?*
+  :mod:`budgetlab.metrics`.
+* *Which load does a replica carry under an SLO, and which knobs should I set?*
+  :mod:`budgetlab.experiments` (sweep, capacity, tune).
+* Presentation sits on top and is never imported by the model: :mod:`budgetlab.charts` draws,
+  :mod:`budgetlab.notebook` checks parameters and renders reports, :mod:`budgetlab.text` formats.
 """
 
 from __future__ import annotations
 
+from budgetlab._version import __version__ as __version__
 from budgetlab.admission import Admission, Gate, admit, budget_has_room, kv_blocks_fit, seq_slot_free
 from budgetlab.budget import (
-    prompt_steps,
+    BudgetPayoff,
     StepFill,
     budget_for_longest_gap,
+    budget_payoff,
+    budget_sweep,
     budget_tradeoff,
     chunk_schedule,
     fill_step,
+    flattening_budget,
     longest_gap_s,
     prefill_tokens_left,
+    prompt_steps,
+    prompt_timeline,
     ttft_s,
 )
-from budgetlab.calibrate import CalibrationError, CalibrationResult, calibrate, predict_step_ms, read_measurements
-from budgetlab.calibrated import CalibratedCost
 from budgetlab.catalog import (
     data_path,
     hardware,
@@ -32,70 +57,82 @@ from budgetlab.catalog import (
     model,
     model_table,
 )
+from budgetlab.cost import (
+    CalibratedCost,
+    CalibrationError,
+    CalibrationResult,
+    ConstantCost,
+    CostModel,
+    IdealCost,
+    budget_for_step_time,
+    calibrate,
+    knee_tokens,
+    predict_step_ms,
+    read_measurements,
+)
+from budgetlab.cost.variants import hardware_comparison, moe_step_costs, tensor_parallel_speedups, tile_cliffs
 from budgetlab.errors import (
     BudgetlabError,
+    CapacityAboveBoundsError,
     CatalogError,
     ConfigError,
     DoesNotFitError,
     NoBudgetMeetsTargetError,
     ParameterError,
     RequestTooLargeError,
+    SLOUnattainableError,
     TraceFormatError,
     UnknownNameError,
 )
+from budgetlab.experiments.by_budget import best_capacity, capacity_by_budget
+from budgetlab.experiments.capacity import (
+    CapacityOutcome,
+    CapacityResult,
+    CapacityTask,
+    capacity,
+    run_capacity_task,
+    why_no_capacity,
+)
+from budgetlab.experiments.executors import SerialExecutor
+from budgetlab.experiments.slo import SLO
+from budgetlab.experiments.sweep import load_grid, percentiles_by_budget, service_rate_per_s, sweep
+from budgetlab.experiments.tune import FirstGuess, TuneResult, budget_frontier, first_guess, tile_budget, tune
 from budgetlab.memory import (
     KVCapacity,
     activation_bytes,
     blocks_for_tokens,
+    kv_by_budget,
     kv_bytes_per_token,
     kv_capacity,
     weight_bytes_per_gpu,
     weights_fit,
 )
-from budgetlab.metrics import busy_stats, step_gates
-from budgetlab.parameters import Parameters, validate_parameters
-from budgetlab.results import load_results, save_results
-from budgetlab.roofline import Batch, ConstantCost, CostModel, IdealCost, budget_for_step_time, knee_tokens
+from budgetlab.metrics import busy_stats, gate_shares, run_numbers, step_gates
+from budgetlab.notebook.parameters import Parameters, validate_parameters
+from budgetlab.notebook.results import load_results, save_results
 from budgetlab.simulator import SimResult, simulate
-from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
-from budgetlab.sweep import (
-    SLO,
-    CapacityAboveBoundsError,
-    CapacityOutcome,
-    CapacityResult,
-    CapacityTask,
-    SerialExecutor,
-    SLOUnattainableError,
-    SweepWorkload,
-    SyntheticWorkload,
-    TraceWorkload,
-    best_capacity,
-    capacity,
-    capacity_by_budget,
-    mean_sequence_tokens,
-    run_capacity_task,
-    service_rate_per_s,
-    sweep,
-)
-from budgetlab.tune import FirstGuess, TuneResult, first_guess, tile_budget, tune
+from budgetlab.specs import Batch, EngineConfig, HardwareSpec, ModelSpec, Request
 from budgetlab.workload import (
     Empirical,
     Fixed,
     LengthDistribution,
     LogNormal,
+    SweepWorkload,
+    SyntheticWorkload,
+    TraceWorkload,
     Uniform,
     code_like,
     conversation_like,
     gamma_arrivals,
     load_trace,
+    mean_sequence_tokens,
     poisson_arrivals,
     requests_from_frame,
     requests_to_frame,
     synthetic_workload,
     trace_stats,
 )
-
-__version__ = "0.1.0"
+from budgetlab.workload.frames import workload_stats
 
 __all__ = [
     "activation_bytes",
@@ -196,4 +233,23 @@ __all__ = [
     "validate_parameters",
     "weight_bytes_per_gpu",
     "weights_fit",
+    # the budget scenario, KV per budget and cost what-ifs, out of charts (issue 9)
+    "BudgetPayoff",
+    "budget_payoff",
+    "budget_sweep",
+    "flattening_budget",
+    "hardware_comparison",
+    "kv_by_budget",
+    "moe_step_costs",
+    "prompt_timeline",
+    "tensor_parallel_speedups",
+    "tile_cliffs",
+    # run metrics, the load grid and sweep readings, out of charts (issue 9)
+    "budget_frontier",
+    "gate_shares",
+    "load_grid",
+    "percentiles_by_budget",
+    "run_numbers",
+    "why_no_capacity",
+    "workload_stats",
 ]
