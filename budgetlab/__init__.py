@@ -15,7 +15,7 @@ Reading guide: which module to open for which question
   realistic terms in :mod:`~budgetlab.cost.calibrated`, fitting to your measurements in
   :mod:`~budgetlab.cost.fit`.
 * *How is one step's token budget filled, and what does it do to TTFT and the longest gap?*
-  :mod:`budgetlab.budget`.
+  :mod:`budgetlab.budget`; across many budgets and cost models, :mod:`budgetlab.tradeoffs`.
 * *How much KV memory is left, and who gets in?* :mod:`budgetlab.memory`, then the three gates
   in :mod:`budgetlab.admission`.
 * *What happens over time, step by step, as vLLM schedules it?* :mod:`budgetlab.simulator`
@@ -33,15 +33,10 @@ from __future__ import annotations
 from budgetlab._version import __version__ as __version__
 from budgetlab.admission import Admission, Gate, admit, budget_has_room, kv_blocks_fit, seq_slot_free
 from budgetlab.budget import (
-    BudgetPayoff,
     StepFill,
     budget_for_longest_gap,
-    budget_payoff,
-    budget_sweep,
-    budget_tradeoff,
     chunk_schedule,
     fill_step,
-    flattening_budget,
     longest_gap_s,
     prefill_tokens_left,
     prompt_steps,
@@ -112,6 +107,7 @@ from budgetlab.notebook.parameters import Parameters, validate_parameters
 from budgetlab.notebook.results import load_results, save_results
 from budgetlab.simulator import SimResult, simulate
 from budgetlab.specs import Batch, EngineConfig, HardwareSpec, ModelSpec, Request
+from budgetlab.tradeoffs import BudgetPayoff, budget_payoff, budget_sweep, budget_tradeoff, flattening_budget
 from budgetlab.workload import (
     Empirical,
     Fixed,

@@ -24,7 +24,7 @@ headers, rounded numbers. Prose takes its numbers from the model's results, neve
 
 Column names: the token budget is ``max_num_batched_tokens`` in every frame and table column,
 as in :class:`~budgetlab.specs.EngineConfig`, the sweeps and the model functions behind notebooks
-01-04 (:func:`budgetlab.budget.budget_sweep`, :func:`~budgetlab.budget.prompt_timeline`,
+01-04 (:func:`budgetlab.tradeoffs.budget_sweep`, :func:`~budgetlab.budget.prompt_timeline`,
 :func:`budgetlab.memory.kv_by_budget`); the functions' *argument* keeps its name,
 ``budget_tokens``. Times are ``*_s`` (``*_ms`` for display only), token counts ``*_tokens``.
 

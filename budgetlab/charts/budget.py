@@ -2,8 +2,8 @@
 
 The numbers are :mod:`budgetlab.budget`'s: :func:`~budgetlab.budget.prompt_timeline` (the
 prompt's steps, priced as :func:`~budgetlab.budget.ttft_s` prices them),
-:func:`~budgetlab.budget.budget_sweep`, :func:`~budgetlab.budget.longest_gap_s` and
-:func:`~budgetlab.budget.budget_payoff`. The frame builders here only reshape them (long format,
+:func:`~budgetlab.tradeoffs.budget_sweep`, :func:`~budgetlab.budget.longest_gap_s` and
+:func:`~budgetlab.tradeoffs.budget_payoff`. The frame builders here only reshape them (long format,
 labels, ``*_ms`` twins) and the chart builders draw them.
 """
 
@@ -16,7 +16,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from budgetlab.budget import BudgetPayoff, longest_gap_s, prefill_tokens_left
+from budgetlab.budget import longest_gap_s, prefill_tokens_left
 from budgetlab.charts.style import (
     HEIGHT,
     MS_FORMAT,
@@ -34,6 +34,7 @@ from budgetlab.charts.style import (
 )
 from budgetlab.cost.protocol import CostModel
 from budgetlab.text import fmt_budget, fmt_int, fmt_latency
+from budgetlab.tradeoffs import BudgetPayoff
 
 
 def budget_grid(
@@ -126,12 +127,12 @@ def decoder_interaction_frame(*, budget_tokens: int, decoder_counts: Sequence[in
 
 
 def budget_sweep_frame(sweep: pd.DataFrame, *, listed: Iterable[int] = ()) -> pd.DataFrame:
-    """:func:`budgetlab.budget.budget_sweep` ready to draw: ``*_ms`` twins and the listed budgets.
+    """:func:`budgetlab.tradeoffs.budget_sweep` ready to draw: ``*_ms`` twins and the listed budgets.
 
     Parameters
     ----------
     sweep : pandas.DataFrame
-        :func:`budgetlab.budget.budget_sweep` output (one or several cost models).
+        :func:`budgetlab.tradeoffs.budget_sweep` output (one or several cost models).
     listed : iterable of int
         Budgets to flag in the ``listed`` column (the notebook's ``budgets`` parameter): the
         charts mark them with points, :func:`~budgetlab.charts.budget_sweep_table` lists them.
@@ -195,7 +196,7 @@ def longest_gap_comparison_frame(
 
 
 def budget_payoff_frame(payoffs: Mapping[str, BudgetPayoff]) -> pd.DataFrame:
-    """:func:`budgetlab.budget.budget_payoff` results of several cost models, one row each.
+    """:func:`budgetlab.tradeoffs.budget_payoff` results of several cost models, one row each.
 
     Parameters
     ----------

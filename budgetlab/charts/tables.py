@@ -151,7 +151,7 @@ def tradeoff_table(tradeoff: pd.DataFrame) -> pd.DataFrame:
     Parameters
     ----------
     tradeoff : pandas.DataFrame
-        The output of :func:`budgetlab.budget.budget_tradeoff` (rows ``small`` and ``big``).
+        The output of :func:`budgetlab.tradeoffs.budget_tradeoff` (rows ``small`` and ``big``).
 
     Returns
     -------
@@ -185,7 +185,7 @@ def tradeoff_table(tradeoff: pd.DataFrame) -> pd.DataFrame:
 
 
 def tradeoff_numbers_table(tradeoff: pd.DataFrame) -> pd.DataFrame:
-    """:func:`budgetlab.budget.budget_tradeoff` for reading: units in headers, rounded."""
+    """:func:`budgetlab.tradeoffs.budget_tradeoff` for reading: units in headers, rounded."""
     table = pd.DataFrame(
         {
             "Budget [tokens]": tradeoff.max_num_batched_tokens.astype(int),
