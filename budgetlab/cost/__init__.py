@@ -24,6 +24,12 @@ The family, and where each member lives
 :mod:`budgetlab.cost.inverse`
     :func:`budget_for_step_time`, the largest token budget whose step meets a time target, and
     the bisection it uses (:func:`bisect_largest`).
+:mod:`budgetlab.cost.variants`
+    What-if tables across cost models: :func:`hardware_comparison`, :func:`tile_cliffs`,
+    :func:`tensor_parallel_speedups`, :func:`moe_step_costs`.
+:mod:`budgetlab.cost.named`
+    Cost models by name for experiments: :func:`make_cost` turns ``"ideal"``, ``"typical"``, a
+    factory or an instance into a cost model for a GPU and model (:data:`COST_NAMES`).
 :mod:`budgetlab.cost.measurements`
     :func:`read_measurements`: the measured-step table (CSV or DataFrame) read and checked;
     :func:`measured_batches` turns its rows into batches.
@@ -58,8 +64,10 @@ from budgetlab.cost.fit import (
 )
 from budgetlab.cost.inverse import MAX_SEARCH_TOKENS, bisect_largest, budget_for_step_time
 from budgetlab.cost.measurements import REQUIRED_COLUMNS, TOKEN_COLUMNS, measured_batches, read_measurements
+from budgetlab.cost.named import COST_NAMES, CostFactory, CostSpec, check_cost, cost_label, make_cost
 from budgetlab.cost.protocol import CostCurve, CostModel, hardware_of, model_of
 from budgetlab.cost.roofline import ConstantCost, IdealCost, knee_tokens, shortest_step_s
+from budgetlab.cost.variants import hardware_comparison, moe_step_costs, tensor_parallel_speedups, tile_cliffs
 
 __all__ = [
     # the contract
@@ -74,6 +82,18 @@ __all__ = [
     "TYPICAL",
     "knee_tokens",
     "shortest_step_s",
+    # by name, for experiments
+    "COST_NAMES",
+    "CostSpec",
+    "CostFactory",
+    "make_cost",
+    "cost_label",
+    "check_cost",
+    # what-if tables
+    "hardware_comparison",
+    "tile_cliffs",
+    "tensor_parallel_speedups",
+    "moe_step_costs",
     # the inverse
     "budget_for_step_time",
     "bisect_largest",
