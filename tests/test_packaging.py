@@ -122,6 +122,7 @@ def installed_wheel(tmp_path_factory: pytest.TempPathFactory, built_wheel: Path)
             "--quiet",
             "--no-deps",
             "--no-index",
+            "--ignore-installed",  # under `make test-wheel` the outer environment has budgetlab too
             "--disable-pip-version-check",
             str(built_wheel),
         ],
