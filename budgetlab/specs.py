@@ -15,7 +15,7 @@ from typing import Literal
 from budgetlab._checks import flag, int_at_least, number_in
 from budgetlab.errors import ConfigError
 
-__all__ = ["HardwareSpec", "ModelSpec", "EngineConfig", "Request", "Batch", "SCHEDULING_POLICIES"]
+__all__ = ["HardwareSpec", "ModelSpec", "EngineConfig", "Request", "Batch", "SCHEDULING_POLICIES", "QUEUE_POLICIES"]
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,12 @@ class ModelSpec:
 
 
 SCHEDULING_POLICIES = ("vllm-v1", "decode-first")
+"""Values of :attr:`EngineConfig.policy`: the order the running pass walks (budgetlab's option)."""
 SchedulingPolicy = Literal["vllm-v1", "decode-first"]
+QUEUE_POLICIES = ("fcfs", "priority")
+"""Values of :attr:`EngineConfig.scheduling_policy`: vLLM's ``--scheduling-policy`` (how the
+waiting queue is ordered and who is preempted)."""
+QueuePolicy = Literal["fcfs", "priority"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,6 +156,13 @@ class EngineConfig:
     policy : {"vllm-v1", "decode-first"}
         Order the simulator fills a step in: vLLM V1's (running list, then waiting FCFS) or
         Sarathi-Serve's stall-free order (all decodes, then partial prefills, then new prompts).
+    scheduling_policy : {"fcfs", "priority"}
+        vLLM's ``--scheduling-policy`` (default ``"fcfs"``, as vLLM). ``"priority"``: the
+        waiting queue is ordered by (``Request.priority``, arrival), a smaller value first, a
+        preempted request re-enters it at its own place, and the preemption victim is the
+        running request with the largest (priority, arrival) (``vllm-v1-prefix-async-priority.md``
+        rules 32–37). It combines with either ``policy``: ``policy`` orders the running pass,
+        ``scheduling_policy`` the waiting queue and the victim.
 
     Raises
     ------
@@ -167,6 +179,7 @@ class EngineConfig:
     gpu_memory_utilization: float = 0.9
     enable_chunked_prefill: bool = True
     policy: SchedulingPolicy = "vllm-v1"
+    scheduling_policy: QueuePolicy = "fcfs"
 
     def __post_init__(self) -> None:
         for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
@@ -191,6 +204,11 @@ class EngineConfig:
         flag("enable_chunked_prefill", self.enable_chunked_prefill, error=ConfigError)
         if self.policy not in SCHEDULING_POLICIES:
             raise ConfigError(f"policy must be one of {', '.join(SCHEDULING_POLICIES)}, got {self.policy!r}")
+        if self.scheduling_policy not in QUEUE_POLICIES:
+            raise ConfigError(
+                f"scheduling_policy must be one of {', '.join(QUEUE_POLICIES)} (vLLM's --scheduling-policy), "
+                f"got {self.scheduling_policy!r}"
+            )
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise ConfigError(
                 f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than "
@@ -233,12 +251,17 @@ class Request:
         Prompt length [tokens], >= 1.
     output_tokens : int
         Tokens it generates, the first one included [tokens], >= 1.
+    priority : int
+        Its priority under ``EngineConfig(scheduling_policy="priority")`` (vLLM's
+        ``priority``): a smaller value is served first, negative values allowed; default 0.
+        Ignored by the FCFS policy. At most 2**62 in magnitude (it is stored as int64).
     """
 
     request_id: int | str
     arrival_at_s: float
     prompt_tokens: int
     output_tokens: int
+    priority: int = 0
 
     def __post_init__(self) -> None:
         where = f"request {self.request_id!r}: "
@@ -246,6 +269,10 @@ class Request:
         number_in(where + "arrival_at_s", self.arrival_at_s, low=0.0, what=seconds, error=ValueError)
         for name in ("prompt_tokens", "output_tokens"):
             int_at_least(where + name, getattr(self, name), 1, error=ValueError)
+        priority = "an int in [-2**62, 2**62] (smaller is served first)"
+        int_at_least(where + "priority", self.priority, -(2**62), what=priority, error=ValueError)
+        if self.priority > 2**62:
+            raise ValueError(f"{where}priority must be {priority}, got {self.priority!r}")
 
     @property
     def total_tokens(self) -> int:

@@ -1,7 +1,8 @@
 """Property tests of the simulator on random small workloads and configurations.
 
-Each example is simulated in reference mode, in fast mode and in fast mode with the
-vectorized running pass forced on; all three must agree exactly. The reference run's step log
+Each example (FCFS or the priority policy, random priorities) is simulated in reference mode,
+in fast mode and in fast mode with the vectorized running pass forced on; all three must agree
+exactly. The reference run's step log
 is then replayed independently (computed tokens, KV blocks, sampled tokens) to check the
 invariants: every request finishes with exactly its output tokens, no step exceeds the budget
 or ``max_num_seqs``, KV blocks in use never exceed the pool and match ``num_free_kv_blocks``,
@@ -55,8 +56,9 @@ def scenarios(draw, *, max_requests: int = 20, max_prompt: int = 40, max_output:
     gaps = draw(st.lists(st.sampled_from(GAPS_S), min_size=num, max_size=num))
     prompts = draw(st.lists(st.integers(1, max_prompt), min_size=num, max_size=num))
     outputs = draw(st.lists(st.integers(1, max_output), min_size=num, max_size=num))
+    priorities = draw(st.lists(st.integers(-2, 3), min_size=num, max_size=num))  # ties likely
     arrivals = np.cumsum(gaps).tolist()
-    requests = [Request(i, arrivals[i], prompts[i], outputs[i]) for i in range(num)]
+    requests = [Request(i, arrivals[i], prompts[i], outputs[i], priorities[i]) for i in range(num)]
     order = draw(st.permutations(range(num)))  # any input order
     requests = [requests[i] for i in order]
 
@@ -80,6 +82,7 @@ def scenarios(draw, *, max_requests: int = 20, max_prompt: int = 40, max_output:
         max_model_len=max_model_len,
         enable_chunked_prefill=chunked,
         policy=draw(st.sampled_from(["vllm-v1", "decode-first"])),
+        scheduling_policy=draw(st.sampled_from(["fcfs", "priority"])),
     )
     return requests, eng, COSTS[draw(st.sampled_from(sorted(COSTS)))]
 
@@ -210,9 +213,18 @@ def test_longer_decodes_with_jumps_agree(scenario):
 
 def replay_through_the_gates(result, requests, eng) -> None:
     """Re-derive every step's running pass with :func:`budget.fill_step` and every admission
-    decision with :func:`admission.admit`, from the state the step log implies."""
+    decision with :func:`admission.admit`, from the state the step log implies. Under the
+    priority policy the waiting queue is kept sorted by (priority, arrival order), and a step
+    that preempted is only checked to run a subsequence of the walk without its victims (a
+    withdrawn chunk gives its tokens back, so later chunks may exceed the token model's)."""
     spec = {r.request_id: r for r in requests}
     arrivals = deque(r.request_id for r in sorted(requests, key=lambda r: r.arrival_at_s))  # stable
+    rank = {rid: k for k, rid in enumerate(arrivals)}
+    by_priority = eng.scheduling_policy == "priority"
+
+    def queue_order(queue: deque) -> deque:
+        return deque(sorted(queue, key=lambda rid: (spec[rid].priority, rank[rid]))) if by_priority else queue
+
     bs, pool, budget = eng.block_size, result.num_kv_blocks, eng.max_num_batched_tokens
     computed: dict = defaultdict(int)
     generated: dict = defaultdict(int)
@@ -226,6 +238,7 @@ def replay_through_the_gates(result, requests, eng) -> None:
     for entry in result.step_log():
         while arrivals and spec[arrivals[0]].arrival_at_s <= entry["start_at_s"]:
             waiting.append(arrivals.popleft())
+        waiting = queue_order(waiting)
         decoding = [r for r in running if generated[r] and r not in recomputing]
         if eng.policy == "decode-first" and len(decoding) < len(running):
             walk = decoding + [r for r in running if r not in decoding]
@@ -239,7 +252,11 @@ def replay_through_the_gates(result, requests, eng) -> None:
             long_prefill_token_threshold=eng.long_prefill_token_threshold,
             max_num_seqs=eng.max_num_seqs,
         )
-        if entry["preempted"]:
+        if entry["preempted"] and by_priority:
+            ids = [rid for rid, _ in scheduled]
+            rest = iter([r for r in walk if r not in entry["preempted"]])
+            assert all(rid in rest for rid in ids), "a subsequence of the walk, victims left out"
+        elif entry["preempted"]:
             # Preemption cuts the running pass short and skips the waiting pass: what ran is
             # the token model's running pass minus the victims, in walk order.
             ran = [(r, n) for r, n in zip(walk, fill.running_tokens) if n and r not in entry["preempted"]]
@@ -291,6 +308,7 @@ def replay_through_the_gates(result, requests, eng) -> None:
             computed[rid] = 0
             recomputing.add(rid)
             waiting.appendleft(rid)
+        waiting = queue_order(waiting)
         for rid, n in scheduled:
             computed[rid] += n
             if computed[rid] == known(rid):

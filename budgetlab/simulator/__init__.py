@@ -2,7 +2,7 @@
 
 :func:`simulate` replays a list of requests through an engine step by step. Every step is
 filled by the rules in ``shared/reference/vllm-v1-scheduling.md`` (vLLM 0.33, synchronous,
-FCFS, chunked prefill, no prefix caching):
+FCFS by default, chunked prefill, no prefix caching):
 
 1. Requests that arrived at or before the step's start join the waiting queue (FIFO; equal
    arrival times keep their input order).
@@ -28,13 +28,36 @@ FCFS, chunked prefill, no prefix caching):
    for the next step. Steps run back to back; the engine idles until the next arrival when
    nothing is queued.
 
+``scheduling_policy="priority"`` (vLLM's ``--scheduling-policy priority``,
+``shared/reference/vllm-v1-prefix-async-priority.md`` rules 32–37) changes the queue's order
+and the choice of victim, nothing else:
+
+5. The waiting queue is a heap on ``(Request.priority, arrival, input order)``, the smallest
+   first (negative priorities allowed); a preempted request re-enters it at its own key, not
+   at the front. Head-of-line blocking applies to its head, the best-priority request.
+6. When a running request cannot get its blocks, the victim is the running request with the
+   largest ``(priority, arrival)`` wherever it stands in the list (among equal keys the first
+   in the list, as vLLM's ``max``). A victim already scheduled in this step has its chunk
+   withdrawn: its tokens go back to the budget, its blocks to the pool. A victim not reached
+   yet leaves the list. When the request being scheduled is its own victim it is dropped and
+   the pass *continues* with the next running request (FCFS ends the pass there; the reference
+   states this and its ``prio_self`` scenario shows it). The waiting pass is still skipped in a
+   step that preempted.
+7. Everything else is as FCFS: the running list stays in admission order and the running pass
+   walks it in that order (a low-priority prefill admitted earlier keeps its place), and
+   arrivals never preempt — a better-priority request waits for a slot or for blocks.
+
 ``policy="decode-first"`` (Sarathi-Serve's stall-free order) walks the running pass as all
 decodes first, then partial prefills and recomputes, each group in admission order; the
 waiting pass, KV accounting and gates are the same. Because that order is not the admission
 order, a preemption victim is the newest running request *not yet scheduled in this step
 other than the one being scheduled*, which preempts itself only when no such request is left
 (in vLLM's order this is exactly "the tail"). A step therefore always schedules something
-when every request fits the pool.
+when every request fits the pool. It combines with ``scheduling_policy="priority"``:
+``policy`` orders the running pass (all decodes first), ``scheduling_policy`` orders the waiting
+queue and picks the victim (rule 6, whose choice does not depend on the walk's order). The two
+are separate questions — the order a step is filled in, and who waits or is evicted — so
+neither refuses the other.
 
 Step kinds in the log: ``prefill`` up to and including the chunk that samples the first
 token, ``recompute`` for a preempted request's chunks up to and including the one that
@@ -49,11 +72,12 @@ transliterated); ``mode="fast"`` jumps over runs of decode-only steps — every 
 decodes and no waiting request can be admitted (the queue is empty, or its head is blocked by
 the sequence cap or by KV, which cannot clear before a completion since the pool only
 shrinks) — up to the next event: the step that starts at or after an arrival that could be
-admitted, the first completion, or the step whose new KV blocks would need a preemption. Step
-ends are accumulated with ``cumsum`` (the same sequential additions as ``t += duration``) and
-durations come from the cost model's ``decode_run_time_s``. Fast mode also fills long running
-lists with NumPy. Runs stay compressed; :attr:`SimResult.steps` and
-:meth:`SimResult.step_log` expand them on demand.
+admitted (under the priority policy any arrival while the head is blocked by KV alone: a
+better-priority arrival may fit where the head does not), the first completion, or the step
+whose new KV blocks would need a preemption. Step ends are accumulated with ``cumsum`` (the
+same sequential additions as ``t += duration``) and durations come from the cost model's
+``decode_run_time_s``. Fast mode also fills long running lists with NumPy. Runs stay
+compressed; :attr:`SimResult.steps` and :meth:`SimResult.step_log` expand them on demand.
 
 Glossary: a request's *known* tokens are its prompt plus the tokens it has generated; its
 *computed* tokens are those in the KV cache. A decode schedules the one known token not yet
@@ -114,10 +138,12 @@ def simulate(
     ----------
     requests : iterable of Request, or pandas.DataFrame
         The workload. A DataFrame needs the columns ``request_id``, ``arrival_at_s``,
-        ``prompt_tokens`` and ``output_tokens``. Any order: requests are sorted stably by
+        ``prompt_tokens`` and ``output_tokens``, and may have ``priority`` (integers, 0 when
+        absent; read by ``scheduling_policy="priority"`` only). Any order: requests are sorted stably by
         arrival (equal arrivals keep their input order). Ids must be unique.
     engine : EngineConfig
-        Scheduling knobs (budget, ``max_num_seqs``, block size, KV pool, threshold, policy).
+        Scheduling knobs (budget, ``max_num_seqs``, block size, KV pool, threshold, step order
+        ``policy``, ``scheduling_policy``).
     cost : CostModel
         The step-cost model (:class:`budgetlab.cost.CostModel`: ``batch_time_s(Batch)`` and
         ``decode_run_time_s``); e.g. :class:`~budgetlab.IdealCost` or

@@ -9,7 +9,9 @@ Both give exactly what :func:`budgetlab.simulator.step.reference_step` would, bi
     contexts grow by ``n`` tokens a step. The run is advanced in one go up to the next event:
     the step that starts at or after an arrival that could be admitted, the first completion
     (that step included), or the step whose new KV blocks would need a preemption (excluded:
-    it runs normally). Step ends are accumulated with ``cumsum`` (the same sequential
+    it runs normally). Under the priority policy a head blocked by KV alone does not hold
+    arrivals back (a better-priority arrival may fit), so such a run also ends at the next
+    arrival. Step ends are accumulated with ``cumsum`` (the same sequential
     additions as the reference's ``t += duration``) and durations come from the cost model's
     ``decode_run_time_s``. The run is stored compressed (:class:`~budgetlab.simulator.state.RunRecord`).
 :func:`vectorized_step`
@@ -135,7 +137,12 @@ def jump_decode_run(state: SimState, *, vectorized: bool) -> bool:
 
 def _arrivals_just_queue(state: SimState) -> bool | None:
     """Whether arrivals during a run would only queue (True), may end it (False), or None when
-    the head of the queue can be admitted now (so no run starts)."""
+    the head of the queue can be admitted now (so no run starts).
+
+    Under the priority policy an arrival may become the new head and fit where the old head
+    did not, so a head blocked by KV alone does not make arrivals just queue (the run then
+    stops at the next arrival and that step is scheduled normally); the sequence cap blocks
+    any head alike."""
     num_running = len(state.running)
     if not state.waiting:
         return num_running >= state.max_num_seqs
@@ -144,6 +151,8 @@ def _arrivals_just_queue(state: SimState) -> bool | None:
         known = state.req.prompt_tokens[head] + state.req.generated_tokens[head]
         if kv_blocks_fit(known_tokens=known, free_blocks=state.kv.free_blocks, block_size=state.block_size):
             return None
+        if state.priority_policy:
+            return False  # blocked by KV: a better-priority arrival may fit
     return True  # the head stays blocked (cap or KV) until a completion
 
 

@@ -1,8 +1,9 @@
 """The simulator's input: the request table, checked once before the run.
 
 :func:`request_table` turns :class:`~budgetlab.Request` objects or a DataFrame with the columns
-of :data:`budgetlab.workload.REQUEST_COLUMNS` into four aligned arrays (in input order) and
-checks ids, arrival times and token counts with one message per problem.
+of :data:`budgetlab.workload.REQUEST_COLUMNS` (and optionally ``priority``) into five aligned
+arrays (in input order) and checks ids, arrival times, token counts and priorities with one
+message per problem.
 :func:`check_requests_fit` rejects, before anything runs, the requests vLLM would reject or
 could never finish (``shared/reference/vllm-v1-scheduling.md``, "Capacity and configuration").
 :func:`kv_pool_blocks` sizes the KV pool with :func:`budgetlab.memory.num_kv_blocks`.
@@ -25,6 +26,7 @@ from budgetlab.errors import ParameterError, RequestTooLargeError
 from budgetlab.simulator.state import blocks_for_tokens_array
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
 from budgetlab.workload import REQUEST_COLUMNS as INPUT_COLUMNS
+from budgetlab.workload.frames import PRIORITY_COLUMN
 
 __all__ = ["RequestTable", "request_table", "check_requests_fit", "kv_pool_blocks", "INPUT_COLUMNS"]
 
@@ -41,12 +43,15 @@ class RequestTable:
         Arrival times [s].
     prompt_tokens, output_tokens : numpy.ndarray of int64
         Prompt and output lengths [tokens], each >= 1.
+    priority : numpy.ndarray of int64
+        ``Request.priority`` (0 when the input has none); used by the priority policy only.
     """
 
     ids: list[Hashable]
     arrival_at_s: np.ndarray
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
+    priority: np.ndarray
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -59,7 +64,8 @@ def request_table(requests: Iterable[Request] | pd.DataFrame) -> RequestTable:
     ------
     ParameterError
         No requests, duplicate or unhashable ids, a DataFrame lacking a column, or a value out
-        of range (a negative or non-finite arrival, a token count that is not an int >= 1).
+        of range (a negative or non-finite arrival, a token count that is not an int >= 1, a
+        priority that is not an int).
     TypeError
         An item that is not a Request (nor has its four attributes).
     """
@@ -69,10 +75,17 @@ def request_table(requests: Iterable[Request] | pd.DataFrame) -> RequestTable:
     arrival: list[float] = []
     prompt: list[int] = []
     output: list[int] = []
+    priority: list[int] = []
     for item in requests:
         if not isinstance(item, Request):
             try:
-                item = Request(item.request_id, item.arrival_at_s, item.prompt_tokens, item.output_tokens)
+                item = Request(
+                    item.request_id,
+                    item.arrival_at_s,
+                    item.prompt_tokens,
+                    item.output_tokens,
+                    getattr(item, "priority", 0),
+                )
             except AttributeError:
                 raise TypeError(
                     f"requests must be budgetlab.Request objects or a DataFrame, got {type(item).__name__}"
@@ -81,11 +94,13 @@ def request_table(requests: Iterable[Request] | pd.DataFrame) -> RequestTable:
         arrival.append(float(item.arrival_at_s))
         prompt.append(int(item.prompt_tokens))
         output.append(int(item.output_tokens))
+        priority.append(int(item.priority))
     table = RequestTable(
         ids,
         np.asarray(arrival, dtype=float),
         np.asarray(prompt, dtype=np.int64),
         np.asarray(output, dtype=np.int64),
+        np.asarray(priority, dtype=np.int64),
     )
     _check_ids(table.ids)
     return table
@@ -109,7 +124,11 @@ def _table_from_frame(frame: pd.DataFrame) -> RequestTable:
             f"request {ids[i]!r}: arrival_at_s must be a finite number of seconds >= 0, got {arrival[i]!r}"
         )
     tokens = {name: _token_column(frame, name, ids) for name in ("prompt_tokens", "output_tokens")}
-    table = RequestTable(ids, arrival, tokens["prompt_tokens"], tokens["output_tokens"])
+    if PRIORITY_COLUMN in frame.columns:
+        priority = _int_column(frame, PRIORITY_COLUMN, ids)
+    else:
+        priority = np.zeros(len(ids), dtype=np.int64)
+    table = RequestTable(ids, arrival, tokens["prompt_tokens"], tokens["output_tokens"], priority)
     _check_ids(table.ids)
     return table
 
@@ -124,6 +143,19 @@ def _token_column(frame: pd.DataFrame, name: str, ids: list[Hashable]) -> np.nda
     if bad.any():
         i = int(np.argmax(bad))
         raise ParameterError(f"request {ids[i]!r}: {name} must be an int >= 1, got {raw[i]!r}")
+    return raw.astype(np.int64)
+
+
+def _int_column(frame: pd.DataFrame, name: str, ids: list[Hashable]) -> np.ndarray:
+    """An integer column of any sign (``priority``) as int64."""
+    raw = frame[name].to_numpy()
+    if raw.dtype == bool or not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
+        raise ParameterError(f"{name} must hold integers (smaller is served first), got dtype {raw.dtype}")
+    values = raw.astype(float)
+    bad = ~(np.isfinite(values) & (values == np.floor(values)) & (np.abs(values) <= 2.0**62))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ParameterError(f"request {ids[i]!r}: {name} must be an int in [-2**62, 2**62], got {raw[i]!r}")
     return raw.astype(np.int64)
 
 

@@ -17,16 +17,20 @@ Per-request values live in ``array.array`` buffers (:class:`RequestBuffers`: fas
 access from Python) with NumPy views on the same memory under the same names
 (:class:`RequestArrays`) for the vectorized paths. Requests are indexed in arrival order.
 
-Room to grow: the waiting queue is a deque (FCFS; a priority policy swaps in a heap on
-``(priority, arrival, index)``), victims are chosen by one function of the policy
-(:func:`budgetlab.simulator.step.pop_victim`), and the KV pool is a record of counters
-(:class:`KVPool`) that a prefix-caching pool with hashed blocks and an LRU free queue can
-replace behind the same three operations the steps use: the blocks a chunk needs, blocks
-freed by a preemption or a completion, and the admission check.
+The waiting queue is a deque under FCFS and a :class:`PriorityWaitingQueue` (a heap on
+``(priority, arrival index)``, the same four operations) under the priority policy; victims are
+chosen by the policy (:func:`budgetlab.simulator.step.pop_victim` for FCFS, the largest
+``(priority, arrival)`` in :func:`budgetlab.simulator.step.running_pass_priority`).
+
+Room to grow: the KV pool is a record of counters (:class:`KVPool`) that a prefix-caching
+pool with hashed blocks and an LRU free queue can replace behind the same three operations the
+steps use: the blocks a chunk needs, blocks freed by a preemption or a completion, and the
+admission check.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from array import array
 from collections import deque
@@ -53,6 +57,7 @@ __all__ = [
     "blocks_for_tokens_array",
     "RequestBuffers",
     "RequestArrays",
+    "PriorityWaitingQueue",
     "KVPool",
     "StepEvents",
     "StepRecord",
@@ -183,6 +188,50 @@ class RequestArrays:
     first_token_at_s: np.ndarray
     finished_at_s: np.ndarray
     first_scheduled_at_s: np.ndarray
+
+
+class PriorityWaitingQueue:
+    """The waiting queue of ``scheduling_policy="priority"``: a heap on ``(priority, index)``.
+
+    Requests are indexed in arrival order (equal arrivals in input order), so the key is vLLM's
+    ``(priority, arrival_time, request_id)`` with the input order as the id tie-break
+    (``vllm-v1-prefix-async-priority.md`` rule 32): the smallest goes first. It offers the
+    deque operations the steps use; :meth:`appendleft` (a preempted request) pushes at the
+    request's own key, not at the front (rule 33).
+
+    Parameters
+    ----------
+    priority : list of int
+        Each request's priority, in arrival order.
+    """
+
+    __slots__ = ("_heap", "_priority")
+
+    def __init__(self, priority: list[int]) -> None:
+        self._heap: list[tuple[int, int]] = []
+        self._priority = priority
+
+    def append(self, request: int) -> None:
+        """Queue ``request`` at its key."""
+        heapq.heappush(self._heap, (self._priority[request], request))
+
+    appendleft = append  # a preempted request re-enters at its own key
+
+    def popleft(self) -> int:
+        """Take the best request (smallest key) off the queue."""
+        return heapq.heappop(self._heap)[1]
+
+    def __getitem__(self, position: int) -> int:
+        """``queue[0]``, the best request (only the head can be read)."""
+        if position != 0:
+            raise IndexError("only the head (index 0) of the priority queue can be read")
+        return self._heap[0][1]
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def __bool__(self) -> bool:
+        return bool(self._heap)
 
 
 @dataclass(eq=False, slots=True)
@@ -336,10 +385,15 @@ class SimState:
     batch_time_s, decode_run_time_s
         The cost model's methods (``decode_run_time_s`` is None for a model without it: the
         jumps then price each step with ``batch_time_s``).
+    priority_policy : bool
+        ``engine.scheduling_policy == "priority"``.
+    victim_keys : list of tuple
+        ``(priority, arrival_at_s)`` per request: the priority policy preempts the running
+        request with the largest (empty under FCFS).
     running : list of int
         The running list, in admission order.
-    waiting : deque of int
-        The waiting queue; preempted requests go to its front.
+    waiting : deque of int, or PriorityWaitingQueue
+        The waiting queue: FCFS, preempted requests at its front; or the priority heap.
     num_not_decoding : int
         Running requests that are prefilling or recomputing.
     next_arrival : int
@@ -366,12 +420,14 @@ class SimState:
     threshold_tokens: int
     chunked_prefill: bool
     decode_first: bool
+    priority_policy: bool
+    victim_keys: list[tuple[int, float]]
     kv: KVPool
     batch_time_s: Callable[[Batch], float]
     decode_run_time_s: Callable[..., np.ndarray] | None
     now_s: float
     running: list[int] = field(default_factory=list)
-    waiting: deque[int] = field(default_factory=deque)
+    waiting: deque[int] | PriorityWaitingQueue = field(default_factory=deque)
     num_not_decoding: int = 0
     next_arrival: int = 0
     num_done: int = 0
@@ -388,6 +444,13 @@ def new_state(table: RequestTable, engine: EngineConfig, cost: CostModel, num_bl
     arrival = table.arrival_at_s[order]
     req = RequestBuffers.allocate(table.prompt_tokens[order].tolist(), table.output_tokens[order].tolist())
     arrival_list = arrival.tolist()
+    priority_policy = engine.scheduling_policy == "priority"
+    waiting: deque[int] | PriorityWaitingQueue = deque()
+    victim_keys: list[tuple[int, float]] = []
+    if priority_policy:
+        priority = table.priority[order].tolist()
+        waiting = PriorityWaitingQueue(priority)
+        victim_keys = list(zip(priority, arrival_list))
     return SimState(
         table=table,
         order=order,
@@ -404,10 +467,13 @@ def new_state(table: RequestTable, engine: EngineConfig, cost: CostModel, num_bl
         threshold_tokens=engine.long_prefill_token_threshold,
         chunked_prefill=engine.enable_chunked_prefill,
         decode_first=engine.policy == "decode-first",
+        priority_policy=priority_policy,
+        victim_keys=victim_keys,
         kv=KVPool(num_blocks=num_blocks, free_blocks=num_blocks),
         batch_time_s=cost.batch_time_s,
         decode_run_time_s=cost.decode_run_time_s if isinstance(cost, CostModel) else None,
         now_s=arrival_list[0],
+        waiting=waiting,
     )
 
 
@@ -419,7 +485,8 @@ def new_state(table: RequestTable, engine: EngineConfig, cost: CostModel, num_bl
 def admit_waiting(
     state: SimState, plan: StepPlan, *, budget_left_tokens: int, free_blocks: int, threshold_tokens: int
 ) -> int:
-    """The waiting pass: admit from the head of the queue while the gates let it through.
+    """The waiting pass: admit from the head of the queue (FCFS, or the best priority) while
+    the gates let it through.
 
     The three gates of :mod:`budgetlab.admission`, in vLLM's order (budget, sequence slot,
     KV blocks for the whole known sequence); the first refusal ends the pass (head-of-line

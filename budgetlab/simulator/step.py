@@ -4,10 +4,12 @@
 split the way inference-sim (BLIS) splits a step:
 
 1. **Form the step** — :func:`running_pass` (each running request's chunk, in the policy's
-   order, preempting by :func:`pop_victim` while the pool is short, see :func:`make_room`),
-   then the waiting pass (:func:`budgetlab.simulator.state.admit_waiting`), skipped when the
-   step preempted. Blocks for each chunk are taken from the pool as it is scheduled (that is
-   what the next request's check sees, as in vLLM).
+   order, preempting by :func:`pop_victim` while the pool is short, see :func:`make_room`; with
+   ``scheduling_policy="priority"`` :func:`running_pass_priority`, whose victim is the largest
+   ``(priority, arrival)``), then the waiting pass
+   (:func:`budgetlab.simulator.state.admit_waiting`), skipped when the step preempted. Blocks
+   for each chunk are taken from the pool as it is scheduled (that is what the next request's
+   check sees, as in vLLM).
 2. **Price it** — the step's :class:`~budgetlab.specs.Batch` through the cost model.
 3. **Sample and record** — :func:`sample_step`: a chunk that reaches its request's known tokens
    samples one token; completions free their blocks and slots for the next step.
@@ -26,11 +28,21 @@ from budgetlab.simulator.state import (
     StepEvents,
     StepPlan,
     admit_waiting,
+    new_blocks,
     record_step,
     step_duration_s,
 )
 
-__all__ = ["reference_step", "running_pass", "make_room", "pop_victim", "preempt", "sample_step"]
+__all__ = [
+    "reference_step",
+    "running_pass",
+    "running_pass_priority",
+    "make_room",
+    "pop_victim",
+    "priority_victim",
+    "preempt",
+    "sample_step",
+]
 
 
 def reference_step(state: SimState) -> None:
@@ -74,6 +86,8 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
     tuple of int
         The budget left [tokens] and the free blocks left [blocks].
     """
+    if state.priority_policy:
+        return running_pass_priority(state, plan, threshold_tokens)
     running = state.running
     req = state.req
     computed = req.computed_tokens
@@ -126,6 +140,91 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
     return budget, free
 
 
+def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int) -> tuple[int, int]:
+    """:func:`running_pass` under ``scheduling_policy="priority"``.
+
+    The same walk and chunk sizes (admission order, or ``decode-first``'s order); only a
+    shortage of blocks is handled differently (``vllm-v1-prefix-async-priority.md`` rule 36):
+    the victim is :func:`priority_victim`, the running request with the largest
+    ``(priority, arrival)`` wherever it stands. A victim already scheduled in this step has its
+    chunk withdrawn (its tokens go back to the budget, its chunk's blocks back to the pool); a
+    victim not reached yet is skipped; when the request being scheduled is its own victim it is
+    dropped and the pass goes on with the next running request.
+
+    Returns
+    -------
+    tuple of int
+        The budget left [tokens] and the free blocks left [blocks].
+    """
+    running = state.running
+    req = state.req
+    computed = req.computed_tokens
+    generated = req.generated_tokens
+    prompt = req.prompt_tokens
+    recomputing = req.recomputing
+    block_size = state.block_size
+    budget = state.budget_tokens
+    free = state.kv.free_blocks
+    preempted = plan.preempted
+    if state.decode_first and state.num_not_decoding:
+        walk = [r for r in running if generated[r] and not recomputing[r]]
+        walk += [r for r in running if not generated[r] or recomputing[r]]
+    else:
+        walk = list(running)  # a copy: victims leave the running list anywhere
+    for r in walk:
+        if budget == 0:
+            break
+        if preempted and r in preempted:
+            continue
+        c = computed[r]
+        g = generated[r]
+        n = prompt[r] + g - c
+        if n > budget:
+            n = budget
+        if threshold_tokens and n > threshold_tokens:
+            n = threshold_tokens
+        need = new_blocks(c, n, block_size)
+        dropped = False
+        while need > free:
+            victim = priority_victim(state)
+            running.remove(victim)
+            if victim in plan.requests:  # scheduled earlier in this step: withdraw its chunk
+                j = plan.requests.index(victim)
+                before = plan.computed_before.pop(j)
+                withdrawn = plan.num_tokens.pop(j)
+                del plan.requests[j], plan.kinds[j]
+                budget += withdrawn
+                free += new_blocks(before, withdrawn, block_size)
+            free += preempt(state, victim)
+            preempted.append(victim)
+            if victim == r:
+                dropped = True  # it was its own victim: the pass goes on with the next one
+                break
+        if dropped:
+            continue
+        free -= need
+        budget -= n
+        plan.requests.append(r)
+        plan.num_tokens.append(n)
+        plan.kinds.append(RECOMPUTE if recomputing[r] else (DECODE if g else PREFILL))
+        plan.computed_before.append(c)
+    return budget, free
+
+
+def priority_victim(state: SimState) -> int:
+    """The running request with the largest ``(priority, arrival_at_s)``, the least important
+    and newest one (vLLM's ``max(running, key=...)``: among equal keys, the first in the
+    running list)."""
+    keys = state.victim_keys
+    running = state.running
+    victim = running[0]
+    worst = keys[victim]
+    for r in running:
+        if keys[r] > worst:
+            victim, worst = r, keys[r]
+    return victim
+
+
 def make_room(
     state: SimState, plan: StepPlan, *, current: int, need_blocks: int, free_blocks: int, scheduled: set[int] | None
 ) -> tuple[int, bool]:
@@ -169,7 +268,8 @@ def pop_victim(running: list[int], *, current: int, scheduled: set[int] | None) 
 
 
 def preempt(state: SimState, victim: int) -> int:
-    """Evict ``victim`` (already out of the running list) to the front of the waiting queue.
+    """Evict ``victim`` (already out of the running list) to the waiting queue: its front under
+    FCFS, its own place (its key) under the priority policy.
 
     Its computed tokens reset to 0 and it recomputes prompt + generated tokens when it runs
     again (``vllm-v1-scheduling.md`` steps 3 and 6).

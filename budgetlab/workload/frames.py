@@ -1,7 +1,8 @@
 """Workloads as tables and numbers: DataFrame round trips and headline statistics.
 
-:data:`REQUEST_COLUMNS` are the four columns of an *input* request table
-(:func:`requests_to_frame`, :func:`requests_from_frame`); the simulator's per-request *results*
+:data:`REQUEST_COLUMNS` are the four required columns of an *input* request table
+(:func:`requests_to_frame`, :func:`requests_from_frame`), and :data:`PRIORITY_COLUMN` the
+optional fifth (``Request.priority``, 0 when absent); the simulator's per-request *results*
 have their own columns (``budgetlab.simulator.RESULT_COLUMNS``). :func:`trace_stats` gives the
 headline numbers of a list of requests, :func:`workload_stats` those of a sweepable workload
 (what notebooks 07 and 08 tabulate), and :func:`mean_total_tokens` /
@@ -25,6 +26,7 @@ if TYPE_CHECKING:  # the package imports this module
 
 __all__ = [
     "REQUEST_COLUMNS",
+    "PRIORITY_COLUMN",
     "trace_stats",
     "workload_stats",
     "WORKLOAD_STATS",
@@ -36,7 +38,10 @@ __all__ = [
 ]
 
 REQUEST_COLUMNS = ("request_id", "arrival_at_s", "prompt_tokens", "output_tokens")
-"""Columns of :func:`requests_to_frame`."""
+"""Columns of :func:`requests_to_frame` (the required columns of an input table)."""
+
+PRIORITY_COLUMN = "priority"
+"""The optional column of an input table holding ``Request.priority`` (0 when absent)."""
 
 
 def trace_stats(requests: Sequence[Request]) -> dict[str, float | int]:
@@ -134,17 +139,23 @@ def workload_stats(workload: SweepWorkload, *, seed: int = 0) -> dict[str, float
 
 def requests_to_frame(requests: Iterable[Request]) -> pd.DataFrame:
     """One row per request: ``request_id``, ``arrival_at_s`` [s], ``prompt_tokens``,
-    ``output_tokens`` [tokens], in the given order."""
+    ``output_tokens`` [tokens], in the given order, and ``priority`` (int64) when some request
+    has a priority other than 0 (so a default-priority workload keeps the four columns)."""
+    requests = list(requests)
     rows = [(r.request_id, r.arrival_at_s, r.prompt_tokens, r.output_tokens) for r in requests]
     frame = pd.DataFrame(rows, columns=list(REQUEST_COLUMNS))
-    return frame.astype({"arrival_at_s": float, "prompt_tokens": np.int64, "output_tokens": np.int64})
+    frame = frame.astype({"arrival_at_s": float, "prompt_tokens": np.int64, "output_tokens": np.int64})
+    if any(r.priority != 0 for r in requests):
+        frame[PRIORITY_COLUMN] = np.array([r.priority for r in requests], dtype=np.int64)
+    return frame
 
 
 def requests_from_frame(frame: pd.DataFrame) -> list[Request]:
     """Requests from a DataFrame with the columns of :func:`requests_to_frame`.
 
-    ``request_id`` is optional (0, 1, ... when absent); extra columns are ignored. Token
-    columns may hold ints or whole-valued floats.
+    ``request_id`` is optional (0, 1, ... when absent), and so is ``priority`` (0 when
+    absent); extra columns are ignored. Token and priority columns may hold ints or
+    whole-valued floats.
 
     Raises
     ------
@@ -159,11 +170,12 @@ def requests_from_frame(frame: pd.DataFrame) -> list[Request]:
             f"{', '.join(REQUEST_COLUMNS)} (request_id optional)"
         )
     ids = frame["request_id"].tolist() if "request_id" in frame.columns else list(range(len(frame)))
+    priorities = frame[PRIORITY_COLUMN].tolist() if PRIORITY_COLUMN in frame.columns else [0] * len(frame)
     requests = []
     columns = (frame[c].tolist() for c in REQUEST_COLUMNS[1:])
-    for position, (rid, t, p, o) in enumerate(zip(ids, *columns)):
+    for position, (rid, t, p, o, q) in enumerate(zip(ids, *columns, priorities)):
         try:
-            requests.append(Request(_plain_id(rid), _plain_time(t), _plain_int(p), _plain_int(o)))  # type: ignore[arg-type]
+            requests.append(Request(_plain_id(rid), _plain_time(t), _plain_int(p), _plain_int(o), _plain_int(q)))  # type: ignore[arg-type]
         except ValueError as exc:
             raise ValueError(f"frame row {position}: {exc}") from None
     return requests
