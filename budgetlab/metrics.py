@@ -487,7 +487,8 @@ def run_numbers(result: SimResult) -> dict[str, float | int | str]:
     Returns
     -------
     dict
-        ``policy``, ``max_num_seqs`` [count], ``max_num_batched_tokens`` [tokens],
+        ``policy`` (the step order), ``scheduling_policy`` (the waiting queue's), ``max_num_seqs``
+        [count], ``max_num_batched_tokens`` [tokens],
         ``long_prefill_token_threshold`` [tokens], ``num_kv_blocks`` [blocks], ``kv_tokens``
         (the pool in tokens, blocks × ``block_size``), every key of
         :meth:`SimResult.summary <budgetlab.simulator.SimResult.summary>`, and
@@ -498,6 +499,7 @@ def run_numbers(result: SimResult) -> dict[str, float | int | str]:
     summary = result.summary()
     return {
         "policy": engine.policy,
+        "scheduling_policy": engine.scheduling_policy,
         "max_num_seqs": engine.max_num_seqs,
         "max_num_batched_tokens": engine.max_num_batched_tokens,
         "long_prefill_token_threshold": engine.long_prefill_token_threshold,

@@ -285,7 +285,7 @@ def test_timeline_by_hand():
 
 def test_run_numbers_by_hand():
     numbers = run_numbers(_Run())
-    assert numbers["policy"] == "vllm-v1" and numbers["max_num_seqs"] == 2
+    assert numbers["policy"] == "vllm-v1" and numbers["scheduling_policy"] == "fcfs" and numbers["max_num_seqs"] == 2
     assert numbers["max_num_batched_tokens"] == 2048 and numbers["long_prefill_token_threshold"] == 0
     assert numbers["num_kv_blocks"] == 100 and numbers["kv_tokens"] == 1600  # 100 blocks of 16 tokens
     assert numbers["ttft_p50_s"] == 0.5 and numbers["num_preemptions"] == 1  # the summary's keys

@@ -80,6 +80,7 @@ def test_sweep_rows_in_grid_order(serial_table):
         assert key in table.columns
     assert (table["hardware"] == HW).all() and (table["cost"] == "ideal").all()
     assert (table["workload"] == "tiny").all() and (table["num_requests"] == 120).all()
+    assert (table["policy"] == "vllm-v1").all() and (table["scheduling_policy"] == "fcfs").all()
     # the sweep row is the simulation's own summary
     row = table.iloc[5]
     engine = EngineConfig(max_num_batched_tokens=int(row.max_num_batched_tokens), max_num_seqs=int(row.max_num_seqs))
