@@ -106,8 +106,7 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
     scheduled: set[int] | None = None  # tracked only when the walk is not admission order
     walk = running  # walked live: victims are popped off its tail, which ends the iteration early
     if state.decode_first and state.num_not_decoding:
-        walk = [r for r in running if generated[r] and not recomputing[r]]
-        walk += [r for r in running if not generated[r] or recomputing[r]]
+        walk = decode_first_order(state)
         scheduled = set()
     for r in walk:
         if budget == 0:
@@ -140,6 +139,16 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
     return budget, free
 
 
+def decode_first_order(state: SimState) -> list[int]:
+    """The running list in ``decode-first`` order: every decode, then the prefills and recomputes,
+    each group in admission order."""
+    generated = state.req.generated_tokens
+    recomputing = state.req.recomputing
+    walk = [r for r in state.running if generated[r] and not recomputing[r]]
+    walk += [r for r in state.running if not generated[r] or recomputing[r]]
+    return walk
+
+
 def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int) -> tuple[int, int]:
     """:func:`running_pass` under ``scheduling_policy="priority"``.
 
@@ -166,11 +175,8 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
     budget = state.budget_tokens
     free = state.kv.free_blocks
     preempted = plan.preempted
-    if state.decode_first and state.num_not_decoding:
-        walk = [r for r in running if generated[r] and not recomputing[r]]
-        walk += [r for r in running if not generated[r] or recomputing[r]]
-    else:
-        walk = list(running)  # a copy: victims leave the running list anywhere
+    # a copy either way: victims leave the running list anywhere
+    walk = decode_first_order(state) if state.decode_first and state.num_not_decoding else list(running)
     for r in walk:
         if budget == 0:
             break
