@@ -68,12 +68,18 @@ def budget_has_room(*, budget_left_tokens: int) -> bool:
     return budget_left_tokens > 0
 
 
-def kv_blocks_fit(*, known_tokens: int, free_blocks: int, block_size: int) -> bool:
+def kv_blocks_fit(
+    *, known_tokens: int, free_blocks: int, block_size: int, held_hit_blocks: int = 0, reserve_blocks: int = 0
+) -> bool:
     """Whether the blocks for the request's whole known sequence fit in the free pool.
 
-    ``ceil(known_tokens / block_size) <= free_blocks`` (an exact fit is admitted).
+    ``ceil(known_tokens / block_size) − held_hit_blocks + reserve_blocks <= free_blocks`` (an
+    exact fit is admitted). ``held_hit_blocks`` are prefix-cache hits on blocks that running
+    requests hold: they cost nothing (a hit on a cached block nobody holds leaves the free
+    queue, so it costs as much as a new block); ``reserve_blocks`` is vLLM's watermark
+    (``vllm-v1-prefix-async-priority.md`` rules 10–13).
     """
-    return blocks_for_tokens(known_tokens, block_size) <= free_blocks
+    return blocks_for_tokens(known_tokens, block_size) - held_hit_blocks + reserve_blocks <= free_blocks
 
 
 @dataclass(frozen=True)

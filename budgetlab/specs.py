@@ -163,6 +163,25 @@ class EngineConfig:
         running request with the largest (priority, arrival) (``vllm-v1-prefix-async-priority.md``
         rules 32–37). It combines with either ``policy``: ``policy`` orders the running pass,
         ``scheduling_policy`` the waiting queue and the victim.
+    enable_prefix_caching : bool
+        vLLM's automatic prefix caching (default on, as ``vllm serve`` for ordinary models):
+        full KV blocks are cached by content and shared; a request leaving the waiting queue
+        first takes the longest run of cached leading blocks (``Request.prefix_id`` and
+        ``prefix_tokens`` say what it shares); freed blocks stay cached in an LRU free queue
+        (``vllm-v1-prefix-async-priority.md`` section 1). Requests that share nothing are
+        scheduled exactly as with it off until a preemption (a recompute hits its own blocks).
+    async_scheduling : bool
+        vLLM's pipelined engine loop (default on, as vLLM 0.33 for ordinary models): step k is
+        planned before step k−1's outputs are processed, so a finished request's slot and
+        blocks are free one step later, and an iteration with only last tokens in flight
+        schedules nothing but is still a step (section 2). Off: the synchronous loop.
+    scheduler_reserve_full_isl : bool
+        vLLM's admission check for the whole known sequence (default on): a waiting request
+        is admitted only if the blocks of all its known tokens fit; off, only its first
+        chunk's blocks must fit (rule 10).
+    watermark : float
+        Fraction of ``num_gpu_blocks`` (the usable blocks plus vLLM's null block) a waiting
+        request must leave free while others run, in [0, 1) (vLLM's default 0.0, rule 13).
 
     Raises
     ------
@@ -180,6 +199,10 @@ class EngineConfig:
     enable_chunked_prefill: bool = True
     policy: SchedulingPolicy = "vllm-v1"
     scheduling_policy: QueuePolicy = "fcfs"
+    enable_prefix_caching: bool = True
+    async_scheduling: bool = True
+    scheduler_reserve_full_isl: bool = True
+    watermark: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
@@ -201,7 +224,23 @@ class EngineConfig:
             hint="; vLLM's default is 0.9",
             error=ConfigError,
         )
-        flag("enable_chunked_prefill", self.enable_chunked_prefill, error=ConfigError)
+        for name in (
+            "enable_chunked_prefill",
+            "enable_prefix_caching",
+            "async_scheduling",
+            "scheduler_reserve_full_isl",
+        ):
+            flag(name, getattr(self, name), error=ConfigError)
+        number_in(
+            "watermark",
+            self.watermark,
+            low=0.0,
+            high=1.0,
+            high_open=True,
+            what="a fraction in [0, 1)",
+            hint="; vLLM's default is 0.0",
+            error=ConfigError,
+        )
         if self.policy not in SCHEDULING_POLICIES:
             raise ConfigError(f"policy must be one of {', '.join(SCHEDULING_POLICIES)}, got {self.policy!r}")
         if self.scheduling_policy not in QUEUE_POLICIES:
@@ -255,6 +294,17 @@ class Request:
         Its priority under ``EngineConfig(scheduling_policy="priority")`` (vLLM's
         ``priority``): a smaller value is served first, negative values allowed; default 0.
         Ignored by the FCFS policy. At most 2**62 in magnitude (it is stored as int64).
+    prefix_id : int, str or None
+        Names the token stream this request shares with others (a system prompt, one
+        conversation); None (default): it shares nothing.
+    prefix_tokens : int
+        How many of its first tokens are that stream [tokens], 0 to ``prompt_tokens +
+        output_tokens``; two requests of one ``prefix_id`` have their first
+        ``min(prefix_tokens)`` tokens in common. Beyond ``prompt_tokens`` it declares that the
+        output it generates is the stream too (a conversation turn whose answer the next turn
+        sends back). Equal to ``prompt_tokens``: as in vLLM's own tests, two requests with the
+        same whole prompt generate the same tokens, so they share their output blocks too.
+        Read by ``EngineConfig(enable_prefix_caching=True)`` only.
     """
 
     request_id: int | str
@@ -262,6 +312,8 @@ class Request:
     prompt_tokens: int
     output_tokens: int
     priority: int = 0
+    prefix_id: int | str | None = None
+    prefix_tokens: int = 0
 
     def __post_init__(self) -> None:
         where = f"request {self.request_id!r}: "
@@ -273,6 +325,20 @@ class Request:
         int_at_least(where + "priority", self.priority, -(2**62), what=priority, error=ValueError)
         if self.priority > 2**62:
             raise ValueError(f"{where}priority must be {priority}, got {self.priority!r}")
+        if self.prefix_id is not None and (
+            isinstance(self.prefix_id, bool) or not isinstance(self.prefix_id, int | str)
+        ):
+            raise ValueError(f"{where}prefix_id must be an int, a str or None, got {self.prefix_id!r}")
+        total = self.prompt_tokens + self.output_tokens
+        shared = f"an int in [0, prompt_tokens + output_tokens = {total}]"
+        int_at_least(where + "prefix_tokens", self.prefix_tokens, 0, what=shared, error=ValueError)
+        if self.prefix_tokens > total:
+            raise ValueError(f"{where}prefix_tokens must be {shared}, got {self.prefix_tokens!r}")
+        if self.prefix_tokens and self.prefix_id is None:
+            raise ValueError(
+                f"{where}prefix_tokens={self.prefix_tokens} needs a prefix_id naming what it shares "
+                "(or set prefix_tokens=0)"
+            )
 
     @property
     def total_tokens(self) -> int:
