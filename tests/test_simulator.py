@@ -42,7 +42,15 @@ STEP = ConstantCost(1.0)
 
 
 def engine(**kwargs) -> EngineConfig:
-    defaults = {"max_num_batched_tokens": 100, "max_num_seqs": 10, "num_kv_blocks": 10_000}
+    # These scenarios transcribe vllm-v1-scheduling.md: the synchronous engine, no prefix cache
+    # (vLLM's defaults turn both on; tests/test_simulator_prefix_async.py covers them).
+    defaults = {
+        "max_num_batched_tokens": 100,
+        "max_num_seqs": 10,
+        "num_kv_blocks": 10_000,
+        "enable_prefix_caching": False,
+        "async_scheduling": False,
+    }
     return EngineConfig(**(defaults | kwargs))
 
 
@@ -505,7 +513,7 @@ def test_result_tables_and_summary_have_the_documented_shape():
     assert summary["throughput_tokens_per_s"] == summary["num_output_tokens"] / makespan
     assert summary["requests_per_s"] == 6 / makespan
     assert summary["num_steps"] == len(result.steps) == len(result.step_log())
-    assert set(result.step_log()[0]) == {"start_at_s", "scheduled", "preempted", "first_token", "finished"}
+    assert set(result.step_log()[0]) == {"start_at_s", "scheduled", "start", "preempted", "first_token", "finished"}
     summary["ttft_p50_s"] = -1.0  # a copy: the result is not changed
     assert result.summary()["ttft_p50_s"] != -1.0
 

@@ -38,6 +38,9 @@ def engine(**kwargs) -> EngineConfig:
         "max_num_seqs": 10,
         "num_kv_blocks": 10_000,
         "scheduling_policy": "priority",
+        # section 3's scenarios ran on the synchronous scheduler without a prefix cache
+        "enable_prefix_caching": False,
+        "async_scheduling": False,
     }
     return EngineConfig(**(defaults | kwargs))
 

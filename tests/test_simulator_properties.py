@@ -15,6 +15,7 @@ scheduler and the one the notebooks explain cannot drift apart.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict, deque
 
@@ -57,8 +58,15 @@ def scenarios(draw, *, max_requests: int = 20, max_prompt: int = 40, max_output:
     prompts = draw(st.lists(st.integers(1, max_prompt), min_size=num, max_size=num))
     outputs = draw(st.lists(st.integers(1, max_output), min_size=num, max_size=num))
     priorities = draw(st.lists(st.integers(-2, 3), min_size=num, max_size=num))  # ties likely
+    groups = draw(st.lists(st.sampled_from([None, None, "a", "a", "b"]), min_size=num, max_size=num))
     arrivals = np.cumsum(gaps).tolist()
-    requests = [Request(i, arrivals[i], prompts[i], outputs[i], priorities[i]) for i in range(num)]
+    requests = []
+    for i in range(num):
+        total = prompts[i] + outputs[i]
+        # shared: the whole prompt (identical prompts decode alike), part of it, or prompt and answer
+        shares = [prompts[i], prompts[i], draw(st.integers(0, prompts[i])), total] if groups[i] else [0]
+        shared = draw(st.sampled_from(shares))
+        requests.append(Request(i, arrivals[i], prompts[i], outputs[i], priorities[i], groups[i], shared))
     order = draw(st.permutations(range(num)))  # any input order
     requests = [requests[i] for i in order]
 
@@ -83,13 +91,26 @@ def scenarios(draw, *, max_requests: int = 20, max_prompt: int = 40, max_output:
         enable_chunked_prefill=chunked,
         policy=draw(st.sampled_from(["vllm-v1", "decode-first"])),
         scheduling_policy=draw(st.sampled_from(["fcfs", "priority"])),
+        enable_prefix_caching=draw(st.booleans()),
+        async_scheduling=draw(st.booleans()),
+        scheduler_reserve_full_isl=draw(st.sampled_from([True, True, False])),
+        watermark=draw(st.sampled_from([0.0, 0.0, 0.05, 0.2])),
     )
     return requests, eng, COSTS[draw(st.sampled_from(sorted(COSTS)))]
 
 
 def replay_and_check(result, requests, eng) -> None:
-    """Re-derive the run from its step log and check every invariant against the tables."""
+    """Re-derive the run from its step log and check every invariant against the tables.
+
+    With prefix caching a request starts at its hit (the log's ``start``: whole blocks, fewer
+    than its known tokens) and shared blocks make the pool's use at most the sum of each
+    request's blocks (exactly it without sharing); pipelined, a finished request holds its
+    place in the running list through the next step, and a step may schedule nothing while
+    last tokens are in flight."""
     spec = {r.request_id: r for r in requests}
+    pipelined = eng.async_scheduling
+    sharing = eng.enable_prefix_caching and any(r.prefix_id is not None for r in requests)
+    finishing: list = []
     bs, pool = eng.block_size, result.num_kv_blocks
     computed: dict = defaultdict(int)
     generated: dict = defaultdict(int)
@@ -103,7 +124,8 @@ def replay_and_check(result, requests, eng) -> None:
     assert len(log) == len(steps) == result.summary()["num_steps"]
     starts = steps["start_at_s"].to_numpy()
     ends = starts + steps["duration_s"].to_numpy()
-    assert np.all(steps["duration_s"].to_numpy() > 0)
+    forward = steps["forward_pass"].to_numpy()
+    assert np.all(steps["duration_s"].to_numpy()[forward] > 0)
     assert np.all(starts[1:] >= ends[:-1])  # time never goes backwards; steps never overlap
     arrival_times = {r.arrival_at_s for r in requests}
     for i, (entry, row) in enumerate(zip(log, steps.itertuples(index=False))):
@@ -112,18 +134,26 @@ def replay_and_check(result, requests, eng) -> None:
             assert not running and row.start_at_s in arrival_times  # idle until an arrival
         for rid in entry["preempted"]:
             running.remove(rid)
+            if rid in finishing:  # pipelined: finished, its last token in flight
+                finishing.remove(rid)
+                continue
             computed[rid] = 0
             recomputing.add(rid)
         assert row.num_preemptions == len(entry["preempted"])
+        assert len(entry["start"]) == len(entry["scheduled"])
         total = 0
-        for rid, n, kind in entry["scheduled"]:
-            assert rid not in finished and n >= 1
+        for (rid, n, kind), start in zip(entry["scheduled"], entry["start"]):
+            assert rid not in finished and rid not in finishing and n >= 1
             assert spec[rid].arrival_at_s <= row.start_at_s
             if rid not in running:
                 assert not entry["preempted"], "no admissions in a step that preempted"
                 assert computed[rid] == 0
+                assert start % bs == 0 and start < spec[rid].prompt_tokens + generated[rid]
+                assert start == 0 or eng.enable_prefix_caching
+                computed[rid] = start
                 running.append(rid)
                 first_admitted.setdefault(rid, row.start_at_s)
+            assert start == computed[rid]
             known = spec[rid].prompt_tokens + generated[rid]
             assert computed[rid] + n <= known
             if rid in recomputing:
@@ -136,11 +166,19 @@ def replay_and_check(result, requests, eng) -> None:
                 assert len(running) == 1 and row.num_waiting == 0  # alone: threshold ignored
             computed[rid] += n
             total += n
-        assert 0 < total <= eng.max_num_batched_tokens
+        assert total <= eng.max_num_batched_tokens
+        assert total > 0 or (finishing and not row.forward_pass), "only a pipelined step with last tokens in flight is empty"
+        assert row.forward_pass == (total > 0)
         assert len({rid for rid, _, _ in entry["scheduled"]}) == len(entry["scheduled"])
         assert len(running) == row.num_running <= eng.max_num_seqs
         used = sum(-(-computed[rid] // bs) for rid in running)
-        assert used == pool - row.num_free_kv_blocks <= pool
+        if sharing:
+            assert 0 <= pool - row.num_free_kv_blocks <= min(used, pool)
+        else:
+            assert used == pool - row.num_free_kv_blocks <= pool
+        for rid in finishing:  # their slots and blocks are free from the next step on
+            running.remove(rid)
+        finishing = []
         assert row.num_decode_tokens == sum(1 for _, _, k in entry["scheduled"] if k == "decode")
         assert row.num_decode_tokens + row.num_prefill_tokens == total
         first, done = [], []
@@ -156,8 +194,11 @@ def replay_and_check(result, requests, eng) -> None:
         assert entry["first_token"] == first
         assert entry["finished"] == done
         for rid in done:
-            running.remove(rid)
             finished.add(rid)
+            if pipelined:
+                finishing.append(rid)
+            else:
+                running.remove(rid)
     assert finished == set(spec)
     assert all(generated[rid] == spec[rid].output_tokens for rid in spec)
 
@@ -322,7 +363,12 @@ def replay_through_the_gates(result, requests, eng) -> None:
 @settings(max_examples=200)
 @given(scenarios())
 def test_step_log_replays_through_fill_step_and_admit(scenario):
+    # The pedagogical model is the synchronous engine without a prefix cache (and vLLM's
+    # default admission check).
     requests, eng, cost = scenario
+    eng = dataclasses.replace(
+        eng, enable_prefix_caching=False, async_scheduling=False, scheduler_reserve_full_isl=True, watermark=0.0
+    )
     result = simulate(requests, engine=eng, cost=cost, mode="reference")
     replay_through_the_gates(result, requests, eng)
 

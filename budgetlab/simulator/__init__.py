@@ -1,8 +1,11 @@
 """Continuous-batching step simulator that schedules exactly like vLLM V1.
 
 :func:`simulate` replays a list of requests through an engine step by step. Every step is
-filled by the rules in ``shared/reference/vllm-v1-scheduling.md`` (vLLM 0.33, synchronous,
-FCFS by default, chunked prefill, no prefix caching):
+filled by the rules in ``shared/reference/vllm-v1-scheduling.md`` (vLLM 0.33's synchronous
+scheduler, FCFS, chunked prefill) and, for prefix caching, async scheduling and the priority
+policy, ``shared/reference/vllm-v1-prefix-async-priority.md``. The defaults are vLLM 0.33's
+(``EngineConfig``: prefix caching on, async scheduling on); rules 1–4 below are the
+synchronous engine without a cache, and rules 8–10 say what the two options change:
 
 1. Requests that arrived at or before the step's start join the waiting queue (FIFO; equal
    arrival times keep their input order).
@@ -46,6 +49,37 @@ and the choice of victim, nothing else:
 7. Everything else is as FCFS: the running list stays in admission order and the running pass
    walks it in that order (a low-priority prefill admitted earlier keeps its place), and
    arrivals never preempt — a better-priority request waits for a slot or for blocks.
+
+``enable_prefix_caching=True`` (section 1 of the companion reference; the pool is
+:mod:`.blocks`):
+
+8. Full blocks are cached by content: block ``i`` of a request is its token prefix up to
+   ``(i + 1) × block_size``, read from ``Request.prefix_id`` / ``prefix_tokens`` (the first
+   ``prefix_tokens`` tokens are the group's shared stream; two requests with the same whole
+   prompt also generate the same tokens, as in vLLM's tests). A request leaving the waiting
+   queue (new or preempted) first takes its leading cached blocks, at most ``(known − 1) //
+   block_size`` (at least one token is computed), and its first chunk starts there. Blocks a
+   chunk fills are cached when it is scheduled, so a later admission in the same step hits
+   them. Admission needs the blocks of the whole known sequence less the hit blocks running
+   requests hold (hits on cached blocks nobody holds cost as much as new ones), plus vLLM's
+   watermark while anything runs; with ``scheduler_reserve_full_isl=False`` only the first
+   chunk's. A block is shared once however many requests hold it; a finished or preempted
+   request frees only the blocks nobody else holds, partial ones to the free queue's head,
+   cached ones to its tail, deepest first; reuse evicts from the head (LRU), and a preempted
+   request's recompute hits whichever of its own blocks survived.
+
+``async_scheduling=True`` (section 2):
+
+9. The engine plans step k before it has processed step k−1's outputs. Tokens are sampled
+   in the same steps as synchronously, but a request that samples its last token in step k
+   keeps its slot and blocks, gets nothing, and counts as running through step k+1 (its
+   blocks and slot are free from k+2; it may be the FCFS victim there, which frees them then
+   and is reported as a preemption). An iteration that can schedule nothing while last
+   tokens are in flight is still a step (no forward pass, the cost model's empty-batch time;
+   ``steps["forward_pass"]`` is False), so step numbers line up with vLLM's, including the
+   one after the last request's last token.
+10. Pipelined with prefix caching, a block a decode fills is cached one step later (its
+    last token is not yet known to the scheduler when the decode is planned).
 
 ``policy="decode-first"`` (Sarathi-Serve's stall-free order) walks the running pass as all
 decodes first, then partial prefills and recomputes, each group in admission order; the
@@ -223,7 +257,10 @@ class SimResult:
         ``mean_itl_s`` (mean gap between its output tokens; NaN for one output token),
         ``max_itl_s`` (its longest gap, a recompute included; NaN for one output token),
         ``num_preemptions``, ``queue_s`` (arrival to the start of the step that first
-        schedules it), ``prompt_tokens``, ``output_tokens``. Times in [s].
+        schedules it), ``prompt_tokens``, ``output_tokens``, ``prefix_hit_tokens`` (its
+        prefix-cache hit when first admitted, vLLM's ``num_cached_tokens``: prefill tokens
+        it did not compute) and ``recompute_hit_tokens`` (its hits when re-admitted after
+        preemptions). Times in [s], tokens in [tokens].
     engine : EngineConfig
         The configuration simulated.
     num_kv_blocks : int
@@ -234,8 +271,10 @@ class SimResult:
         One row per executed step (built on first access, :data:`STEP_COLUMNS`):
         ``start_at_s``, ``duration_s``, ``num_decode_tokens``, ``num_prefill_tokens``
         (prefill and recompute chunks), ``num_running``, ``num_waiting``,
-        ``num_free_kv_blocks`` (the last three measured after scheduling the step),
-        ``num_preemptions``.
+        ``num_free_kv_blocks`` (the last three measured after scheduling the step; free
+        blocks include cached blocks nobody holds), ``num_preemptions``,
+        ``num_cached_tokens`` (prefix-cache hits of the requests it admitted [tokens]) and
+        ``forward_pass`` (False for a pipelined iteration that schedules nothing).
     """
 
     requests: pd.DataFrame
@@ -258,7 +297,11 @@ class SimResult:
         ``throughput_tokens_per_s`` (output tokens / makespan), ``requests_per_s``,
         ``num_requests``, ``num_prompt_tokens``, ``num_output_tokens``, ``num_steps``,
         ``num_preemptions``, ``kv_peak_blocks``, ``num_kv_blocks`` and ``kv_peak_fraction``
-        (most blocks in use after scheduling any step / usable blocks).
+        (most blocks in use after scheduling any step / usable blocks), ``num_forward_passes``
+        (``num_steps`` less the empty pipelined iterations), ``prefix_query_tokens`` (known
+        tokens of the requests looked up in the prefix cache at their admissions),
+        ``prefix_hit_tokens`` (the tokens found there: prefill tokens saved) and
+        ``prefix_hit_rate`` (their ratio, vLLM's prefix-cache hit rate; NaN with caching off).
         """
         return dict(self._summary)
 
@@ -280,7 +323,8 @@ class SimResult:
         """One dict per executed step, in order.
 
         Keys: ``start_at_s`` [s]; ``scheduled``, a list of ``(request_id, num_tokens, kind)``
-        in scheduling order with kind ``"prefill"`` (up to and including the chunk that
+        in scheduling order, and ``start``, each chunk's position (its request's computed
+        tokens before it: the prefix-cache hit for an admission) [tokens], with kind ``"prefill"`` (up to and including the chunk that
         samples the first token), ``"recompute"`` (a preempted request's chunks up to and
         including the one that reaches its known tokens again) or ``"decode"``;
         ``preempted`` (evicted while scheduling the step; none of them runs in it),

@@ -29,7 +29,6 @@ from typing import Protocol
 
 import numpy as np
 
-from budgetlab.admission import kv_blocks_fit
 from budgetlab.memory import blocks_for_tokens
 from budgetlab.simulator.state import (
     DECODE,
@@ -38,11 +37,12 @@ from budgetlab.simulator.state import (
     SimState,
     StepEvents,
     StepPlan,
-    admit_waiting,
     blocks_for_tokens_array,
     record_step,
+    release_finishing,
     step_duration_s,
 )
+from budgetlab.simulator.waiting import admit_waiting, head_admission
 from budgetlab.specs import Batch
 
 __all__ = ["RUN_WINDOW_STEPS", "VECTOR_MIN_RUNNING", "block_demand", "jump_decode_run", "vectorized_step"]
@@ -75,6 +75,8 @@ def block_demand(computed_before: np.ndarray, num_steps: int, block_size: int) -
 def jump_decode_run(state: SimState, *, vectorized: bool) -> bool:
     """Advance a run of decode-only steps at once; False (state untouched) when this step is
     not the start of one. Call it only when every running request decodes."""
+    if state.finishing:
+        return False  # pipelined: last tokens in flight, the next step is not like the others
     absorbs = _arrivals_just_queue(state)
     if absorbs is None:
         return False  # the head of the queue can be admitted this step
@@ -113,6 +115,18 @@ def jump_decode_run(state: SimState, *, vectorized: bool) -> bool:
     runs.step_times.frombytes(times.tobytes())
     runs.durations.frombytes(durations.tobytes())
     # The gaps of steps 2..k, the same for every decoder, are read off ``times`` at the end.
+    pool = state.pool
+    if pool is not None:
+        members = np.asarray(state.running, dtype=np.int64)
+        in_flight = state.in_flight
+        first_lag = np.array([r in in_flight for r in state.running], dtype=np.int64)
+        pool.replay_decode_run(
+            members,
+            np.asarray(decoders.computed_before, dtype=np.int64),
+            k,
+            first_lag=first_lag,
+            lag=1 if state.pipelined else 0,
+        )
     finished, added, freed = decoders.advance(state, k, first_end_s=times.item(1), end_s=end)
     # One record of RUN_HEADER_FIELDS, in that order.
     runs.header.extend(
@@ -120,14 +134,21 @@ def jump_decode_run(state: SimState, *, vectorized: bool) -> bool:
     )
     free -= added
     state.kv.note_usage(free)
+    if pool is not None and state.pipelined:
+        state.in_flight = set(state.running)
     if finished:
         runs.finished.extend(finished)
         finished_at = state.req.finished_at_s
         for r in finished:
             finished_at[r] = end
-        free += freed
-        done = set(finished)
-        state.running = [r for r in state.running if r not in done]
+        if state.pipelined:
+            state.finishing = list(finished)  # released once the next step is planned
+        else:
+            if pool is not None:
+                freed = sum([pool.release(r, finished=True) for r in finished])
+            free += freed
+            done = set(finished)
+            state.running = [r for r in state.running if r not in done]
         state.num_done += len(finished)
     state.kv.free_blocks = free
     state.num_steps += k
@@ -148,9 +169,20 @@ def _arrivals_just_queue(state: SimState) -> bool | None:
         return num_running >= state.max_num_seqs
     if num_running < state.max_num_seqs:
         head = state.waiting[0]
-        known = state.req.prompt_tokens[head] + state.req.generated_tokens[head]
-        if kv_blocks_fit(known_tokens=known, free_blocks=state.kv.free_blocks, block_size=state.block_size):
+        fits = head_admission(
+            state,
+            head,
+            budget_left_tokens=state.budget_tokens - num_running,
+            free_blocks=state.kv.free_blocks,
+            threshold_tokens=state.threshold_tokens,  # running + waiting >= 2
+        )
+        if fits is not None:
             return None
+        pool = state.pool
+        if pool is not None:
+            known = state.req.prompt_tokens[head] + state.req.generated_tokens[head]
+            if pool.could_gain_hits(head, pool.lookup(head, known), state.running):
+                return None  # a decoder could enter the block its lookup stopped at
         if state.priority_policy:
             return False  # blocked by KV: a better-priority arrival may fit
     return True  # the head stays blocked (cap or KV) until a completion
@@ -291,7 +323,11 @@ def vectorized_step(state: SimState) -> bool:
     block_size = state.block_size
     budget = state.budget_tokens
     threshold = state.threshold_tokens if len(running) + len(state.waiting) != 1 else 0
-    walk = np.array(running, dtype=np.intp)
+    finishing = state.finishing
+    if finishing:  # pipelined: their last tokens are in flight, they get nothing
+        walk = np.array([r for r in running if r not in finishing], dtype=np.intp)
+    else:
+        walk = np.array(running, dtype=np.intp)
     if state.decode_first and state.num_not_decoding:
         decoding = (req.generated_tokens[walk] > 0) & ~req.recomputing[walk]
         walk = np.concatenate((walk[decoding], walk[~decoding]))
@@ -310,6 +346,8 @@ def vectorized_step(state: SimState) -> bool:
     free = state.kv.free_blocks - need
     budget -= int(take.sum())
     scheduled = walk[:m]
+    if state.pool is not None:
+        _allocate_and_cache(state, scheduled, cm, take, g0[:m])
     kind = np.where(req.recomputing[scheduled], RECOMPUTE, np.where(g0[:m] == 0, PREFILL, DECODE))
 
     admitted = StepPlan()
@@ -318,7 +356,7 @@ def vectorized_step(state: SimState) -> bool:
         scheduled = np.concatenate((scheduled, np.array(admitted.requests, dtype=np.intp)))
         take = np.concatenate((take, np.array(admitted.num_tokens, dtype=np.int64)))
         kind = np.concatenate((kind, np.array(admitted.kinds, dtype=kind.dtype)))
-        cm = np.concatenate((cm, np.zeros(len(admitted.requests), dtype=np.int64)))
+        cm = np.concatenate((cm, np.array(admitted.computed_before, dtype=np.int64)))
 
     is_decode = kind == DECODE
     is_chunk = ~is_decode
@@ -335,16 +373,44 @@ def vectorized_step(state: SimState) -> bool:
         num_prefill_tokens=sum(prefill_tokens),
         free_blocks=free,
         num_preemptions=0,
+        num_cached_tokens=admitted.num_cached_tokens,
     )
+    if state.pipelined:
+        free = release_finishing(state, free)
     free = _sample_numpy(state, scheduled, take, kind, cm, end_s=end, free_blocks=free)
     state.kv.free_blocks = free
     steps = state.steps
     steps.chunk_request.frombytes(scheduled.astype(np.int64, copy=False).tobytes())
     steps.chunk_tokens.frombytes(take.astype(np.int64, copy=False).tobytes())
     steps.chunk_kind.frombytes(kind.astype(np.int8).tobytes())
+    steps.chunk_start.frombytes(cm.astype(np.int64, copy=False).tobytes())
     steps.step_end.append(len(steps.chunk_request))
     state.now_s = end
     return True
+
+
+def _allocate_and_cache(
+    state: SimState, scheduled: np.ndarray, computed_before: np.ndarray, take: np.ndarray, generated: np.ndarray
+) -> None:
+    """The running pass's pool work, request by request in scheduling order: the new blocks of
+    each chunk, then the blocks it fills entered in the cache (up to the tokens the scheduler
+    knows); only the requests with something to do are visited."""
+    pool = state.pool
+    assert pool is not None
+    block_size = state.block_size
+    after = computed_before + take
+    known = state.req_np.prompt_tokens[scheduled] + generated
+    if state.in_flight:
+        in_flight = state.in_flight
+        known = known - np.fromiter((r in in_flight for r in scheduled.tolist()), dtype=np.int64, count=len(scheduled))
+    limit = np.minimum(after, known)
+    need = blocks_for_tokens_array(after, block_size) - blocks_for_tokens_array(computed_before, block_size)
+    cached = np.frombuffer(pool.num_cached, dtype=np.int64)[scheduled]
+    busy = np.flatnonzero((need > 0) | (limit // block_size > cached))
+    for r, n, upto in zip(scheduled[busy].tolist(), need[busy].tolist(), limit[busy].tolist()):
+        if n:
+            pool.grow(r, n)
+        pool.cache_full_blocks(r, upto)
 
 
 def _sample_numpy(
@@ -383,12 +449,20 @@ def _sample_numpy(
     req.last_token_at_s[who] = end_s
     is_finished = g1 == req.output_tokens[who]
     finished = who[is_finished]
+    if state.pipelined and state.pool is not None:
+        state.in_flight = set(who.tolist())
     if finished.size:
         req.finished_at_s[finished] = end_s
-        free += int(blocks_for_tokens_array(new_computed[sampled][is_finished], state.block_size).sum())
-        done = set(finished.tolist())
-        state.running = [r for r in state.running if r not in done]
-        state.num_done += len(done)
+        if state.pipelined:
+            state.finishing = finished.tolist()  # released once the next step is planned
+        else:
+            if state.pool is not None:
+                free += sum([state.pool.release(r, finished=True) for r in finished.tolist()])
+            else:
+                free += int(blocks_for_tokens_array(new_computed[sampled][is_finished], state.block_size).sum())
+            done = set(finished.tolist())
+            state.running = [r for r in state.running if r not in done]
+        state.num_done += len(finished)
     if first.size or finished.size:
         state.steps.events[len(state.steps.start_at_s) - 1] = StepEvents([], first.tolist(), finished.tolist())
     return free

@@ -14,6 +14,7 @@ it does not go through :func:`budgetlab.workload.requests_from_frame` (one ``Req
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from budgetlab.errors import ParameterError, RequestTooLargeError
 from budgetlab.simulator.state import blocks_for_tokens_array
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
 from budgetlab.workload import REQUEST_COLUMNS as INPUT_COLUMNS
-from budgetlab.workload.frames import PRIORITY_COLUMN
+from budgetlab.workload.frames import PREFIX_ID_COLUMN, PREFIX_TOKENS_COLUMN, PRIORITY_COLUMN
 
 __all__ = ["RequestTable", "request_table", "check_requests_fit", "kv_pool_blocks", "INPUT_COLUMNS"]
 
@@ -45,6 +46,10 @@ class RequestTable:
         Prompt and output lengths [tokens], each >= 1.
     priority : numpy.ndarray of int64
         ``Request.priority`` (0 when the input has none); used by the priority policy only.
+    prefix_id : list
+        ``Request.prefix_id`` (None: shares nothing); used by prefix caching only.
+    prefix_tokens : numpy.ndarray of int64
+        ``Request.prefix_tokens`` (0 when the input has none) [tokens].
     """
 
     ids: list[Hashable]
@@ -52,6 +57,8 @@ class RequestTable:
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     priority: np.ndarray
+    prefix_id: list[Hashable | None]
+    prefix_tokens: np.ndarray
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -76,6 +83,8 @@ def request_table(requests: Iterable[Request] | pd.DataFrame) -> RequestTable:
     prompt: list[int] = []
     output: list[int] = []
     priority: list[int] = []
+    prefix_id: list[Hashable | None] = []
+    prefix_tokens: list[int] = []
     for item in requests:
         if not isinstance(item, Request):
             try:
@@ -85,6 +94,8 @@ def request_table(requests: Iterable[Request] | pd.DataFrame) -> RequestTable:
                     item.prompt_tokens,
                     item.output_tokens,
                     getattr(item, "priority", 0),
+                    getattr(item, "prefix_id", None),
+                    getattr(item, "prefix_tokens", 0),
                 )
             except AttributeError:
                 raise TypeError(
@@ -95,12 +106,16 @@ def request_table(requests: Iterable[Request] | pd.DataFrame) -> RequestTable:
         prompt.append(int(item.prompt_tokens))
         output.append(int(item.output_tokens))
         priority.append(int(item.priority))
+        prefix_id.append(item.prefix_id)
+        prefix_tokens.append(int(item.prefix_tokens))
     table = RequestTable(
         ids,
         np.asarray(arrival, dtype=float),
         np.asarray(prompt, dtype=np.int64),
         np.asarray(output, dtype=np.int64),
         np.asarray(priority, dtype=np.int64),
+        prefix_id,
+        np.asarray(prefix_tokens, dtype=np.int64),
     )
     _check_ids(table.ids)
     return table
@@ -128,7 +143,10 @@ def _table_from_frame(frame: pd.DataFrame) -> RequestTable:
         priority = _int_column(frame, PRIORITY_COLUMN, ids)
     else:
         priority = np.zeros(len(ids), dtype=np.int64)
-    table = RequestTable(ids, arrival, tokens["prompt_tokens"], tokens["output_tokens"], priority)
+    prefix_id, prefix_tokens = _prefix_columns(frame, ids, tokens["prompt_tokens"] + tokens["output_tokens"])
+    table = RequestTable(
+        ids, arrival, tokens["prompt_tokens"], tokens["output_tokens"], priority, prefix_id, prefix_tokens
+    )
     _check_ids(table.ids)
     return table
 
@@ -157,6 +175,47 @@ def _int_column(frame: pd.DataFrame, name: str, ids: list[Hashable]) -> np.ndarr
         i = int(np.argmax(bad))
         raise ParameterError(f"request {ids[i]!r}: {name} must be an int in [-2**62, 2**62], got {raw[i]!r}")
     return raw.astype(np.int64)
+
+
+def _prefix_columns(
+    frame: pd.DataFrame, ids: list[Hashable], total_tokens: np.ndarray
+) -> tuple[list[Hashable | None], np.ndarray]:
+    """The optional ``prefix_id`` / ``prefix_tokens`` columns, checked as ``Request`` checks
+    them (a missing or null id: shares nothing; a missing count: 0)."""
+    count = len(ids)
+    if PREFIX_ID_COLUMN in frame.columns:
+        raw = frame[PREFIX_ID_COLUMN].tolist()
+        prefix_id: list[Hashable | None] = [None if _is_null(v) else v for v in raw]
+        for i, value in enumerate(prefix_id):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | str | np.integer)):
+                raise ParameterError(f"request {ids[i]!r}: prefix_id must be an int, a str or empty, got {value!r}")
+        prefix_id = [int(v) if isinstance(v, np.integer) else v for v in prefix_id]
+    else:
+        prefix_id = [None] * count
+    if PREFIX_TOKENS_COLUMN in frame.columns:
+        column = frame[PREFIX_TOKENS_COLUMN]
+        raw_tokens = column.fillna(0) if column.dtype.kind == "f" else column  # empty cells: shares nothing
+        shared = _int_column(pd.DataFrame({PREFIX_TOKENS_COLUMN: raw_tokens}), PREFIX_TOKENS_COLUMN, ids)
+        bad = (shared < 0) | (shared > total_tokens)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ParameterError(
+                f"request {ids[i]!r}: prefix_tokens must be an int in [0, prompt_tokens + output_tokens = "
+                f"{int(total_tokens[i])}], got {int(shared[i])}"
+            )
+        orphan = (shared > 0) & np.array([v is None for v in prefix_id], dtype=bool)
+        if orphan.any():
+            i = int(np.argmax(orphan))
+            raise ParameterError(
+                f"request {ids[i]!r}: prefix_tokens={int(shared[i])} needs a prefix_id naming what it shares"
+            )
+    else:
+        shared = np.zeros(count, dtype=np.int64)
+    return prefix_id, shared
+
+
+def _is_null(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _check_ids(ids: list[Hashable]) -> None:

@@ -9,8 +9,10 @@ waiting) waits for the next arrival. Then, in fast mode, it tries a decode-only 
 which the reference step (:func:`~budgetlab.simulator.step.reference_step`) then schedules.
 
 :class:`RunOptions` holds the choices that change how, never what, is computed: the mode, and
-(for tests that force a path) from how many running requests on NumPy is used. A pipelined
-(async-scheduling) loop would be a second loop function over the same state and steps.
+(for tests that force a path) from how many running requests on NumPy is used. The pipelined
+(async-scheduling) engine runs through the same loop: its steps release the previous step's
+finished requests only once they are planned (:attr:`~budgetlab.simulator.state.SimState.finishing`),
+so the loop also plans the empty iteration after the last request's last token.
 """
 
 from __future__ import annotations
@@ -81,7 +83,9 @@ def run(state: SimState, options: RunOptions) -> None:
     num_requests = len(arrival)
     fast = options.mode == "fast"
     vector_min = options.vector_min_running
-    while state.num_done < num_requests:
+    # Pipelined, the last request's last token is still in flight after its step: one more
+    # (empty) iteration is planned before the engine sees it finish.
+    while state.num_done < num_requests or state.finishing:
         i = state.next_arrival
         if i < num_requests and (arrival[i] <= state.now_s or not (state.running or state.waiting)):
             queue_arrivals(state)

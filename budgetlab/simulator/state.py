@@ -10,7 +10,6 @@ Shared here, because every kind of step does them the same way:
 
 * the KV block arithmetic (:func:`new_blocks`, :func:`blocks_for_tokens_array`, both exactly
   :func:`budgetlab.memory.blocks_for_tokens`);
-* the waiting pass (:func:`admit_waiting`), which asks :mod:`budgetlab.admission`'s three gates;
 * pricing a step (:func:`step_duration_s`) and appending it to the record (:func:`record_step`).
 
 Per-request values live in ``array.array`` buffers (:class:`RequestBuffers`: fast scalar
@@ -22,10 +21,13 @@ The waiting queue is a deque under FCFS and a :class:`PriorityWaitingQueue` (a h
 chosen by the policy (:func:`budgetlab.simulator.step.pop_victim` for FCFS, the largest
 ``(priority, arrival)`` in :func:`budgetlab.simulator.step.running_pass_priority`).
 
-Room to grow: the KV pool is a record of counters (:class:`KVPool`) that a prefix-caching
-pool with hashed blocks and an LRU free queue can replace behind the same three operations the
-steps use: the blocks a chunk needs, blocks freed by a preemption or a completion, and the
-admission check.
+The KV pool is a record of counters (:class:`KVPool`); with prefix caching on, a
+:class:`~budgetlab.simulator.blocks.PrefixBlockPool` also keeps every block's identity, behind
+the three operations the steps use: the blocks a chunk takes (and enters in the cache), the
+blocks a finish or a preemption frees (:func:`release_blocks`), and the admission check
+(:func:`head_admission`). Pipelined (async) scheduling adds two records: the requests whose
+last token is in flight (:attr:`SimState.finishing`, released by :func:`release_finishing`
+one step late) and, with caching, those whose latest token is not yet known.
 """
 
 from __future__ import annotations
@@ -40,9 +42,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from budgetlab.admission import budget_has_room, kv_blocks_fit, seq_slot_free
 from budgetlab.cost import CostModel
 from budgetlab.memory import blocks_for_tokens
+from budgetlab.simulator.blocks import BlockKeys, PrefixBlockPool
 from budgetlab.specs import Batch, EngineConfig
 
 if TYPE_CHECKING:  # the input module imports this one's block helper
@@ -68,7 +70,9 @@ __all__ = [
     "StepPlan",
     "SimState",
     "new_state",
-    "admit_waiting",
+    "cache_limit_tokens",
+    "release_blocks",
+    "release_finishing",
     "step_duration_s",
     "record_step",
 ]
@@ -134,6 +138,9 @@ class RequestBuffers:
         When it sampled its latest token [s]; its longest gap between two tokens so far [s].
     first_token_at_s, finished_at_s, first_scheduled_at_s : array of float64
         NaN until they happen [s].
+    prefix_hit_tokens, recompute_hit_tokens : array of int64
+        Prefix-cache hit at its first admission [tokens]; the sum of its hits at admissions
+        after a preemption [tokens].
     """
 
     prompt_tokens: array
@@ -147,6 +154,8 @@ class RequestBuffers:
     first_token_at_s: array
     finished_at_s: array
     first_scheduled_at_s: array
+    prefix_hit_tokens: array
+    recompute_hit_tokens: array
 
     @classmethod
     def allocate(cls, prompt_tokens: list[int], output_tokens: list[int]) -> RequestBuffers:
@@ -164,6 +173,8 @@ class RequestBuffers:
             first_token_at_s=_floats(count, math.nan),
             finished_at_s=_floats(count, math.nan),
             first_scheduled_at_s=_floats(count, math.nan),
+            prefix_hit_tokens=_ints(count),
+            recompute_hit_tokens=_ints(count),
         )
 
     def arrays(self) -> RequestArrays:
@@ -188,6 +199,8 @@ class RequestArrays:
     first_token_at_s: np.ndarray
     finished_at_s: np.ndarray
     first_scheduled_at_s: np.ndarray
+    prefix_hit_tokens: np.ndarray
+    recompute_hit_tokens: np.ndarray
 
 
 class PriorityWaitingQueue:
@@ -270,8 +283,9 @@ class StepEvents(NamedTuple):
 @dataclass(frozen=True, eq=False, slots=True)
 class StepRecord:
     """The normally scheduled steps: one buffer per column of ``STEP_COLUMNS``, and the step
-    log's scheduled chunks flat (``chunk_*``, every step's chunks in scheduling order; step
-    ``i``'s end in them at ``step_end[i]``). ``events`` holds only steps with something in them."""
+    log's scheduled chunks flat (``chunk_*``, every step's chunks in scheduling order, with
+    ``chunk_start`` the request's computed tokens before the chunk; step ``i``'s end in them at
+    ``step_end[i]``). ``events`` holds only steps with something in them."""
 
     start_at_s: array = field(default_factory=lambda: array("d"))
     duration_s: array = field(default_factory=lambda: array("d"))
@@ -281,9 +295,11 @@ class StepRecord:
     num_waiting: array = field(default_factory=lambda: array("q"))
     num_free_kv_blocks: array = field(default_factory=lambda: array("q"))
     num_preemptions: array = field(default_factory=lambda: array("q"))
+    num_cached_tokens: array = field(default_factory=lambda: array("q"))
     chunk_request: array = field(default_factory=lambda: array("q"))
     chunk_tokens: array = field(default_factory=lambda: array("q"))
     chunk_kind: array = field(default_factory=lambda: array("b"))
+    chunk_start: array = field(default_factory=lambda: array("q"))
     step_end: array = field(default_factory=lambda: array("q"))
     events: dict[int, StepEvents] = field(default_factory=dict)
 
@@ -337,13 +353,15 @@ class StepPlan:
     """The chunks one step schedules, in scheduling order, and the requests it preempted.
 
     ``requests`` (arrival-order indices), ``num_tokens``, ``kinds`` (:data:`DECODE`, ...) and
-    ``computed_before`` (the request's computed tokens before the chunk) are aligned lists.
+    ``computed_before`` (the request's computed tokens before the chunk) are aligned lists;
+    ``num_cached_tokens`` sums the prefix-cache hits of the requests it admits [tokens].
     (A plain class with slots: one is made per step, and this is the cheapest to make.)
     """
 
-    __slots__ = ("computed_before", "kinds", "num_tokens", "preempted", "requests")
+    __slots__ = ("computed_before", "kinds", "num_cached_tokens", "num_tokens", "preempted", "requests")
 
     def __init__(self) -> None:
+        self.num_cached_tokens = 0
         self.requests: list[int] = []
         self.num_tokens: list[int] = []
         self.kinds: list[int] = []
@@ -390,6 +408,13 @@ class SimState:
     victim_keys : list of tuple
         ``(priority, arrival_at_s)`` per request: the priority policy preempts the running
         request with the largest (empty under FCFS).
+    pool : PrefixBlockPool or None
+        The blocks' identities, with prefix caching on (None: the counters of ``kv`` suffice).
+    pipelined : bool
+        ``engine.async_scheduling``: step k is planned before step k−1's outputs are processed.
+    reserve_full_isl, watermark_blocks
+        vLLM's admission check for the whole known sequence, and its watermark
+        ``floor(watermark × (num_blocks + 1))`` [blocks].
     running : list of int
         The running list, in admission order.
     waiting : deque of int, or PriorityWaitingQueue
@@ -399,6 +424,14 @@ class SimState:
     next_arrival : int
         Index of the next request to join the queue.
     num_done, num_preemptions, num_steps : int
+    finishing : list of int
+        Pipelined only: requests that sampled their last token in the previous step; they keep
+        their slot and blocks until the step now being planned is planned.
+    in_flight : set of int
+        Pipelined with prefix caching only: requests whose token sampled in the previous step
+        is not yet known to the scheduler (blocks are entered in the cache up to known tokens).
+    num_query_tokens, num_hit_tokens : int
+        Known tokens looked up in the prefix cache at admissions, and the hits [tokens].
     now_s : float
         Start of the next step [s].
     steps, runs, gaps : StepRecord, RunRecord, GapRecord
@@ -423,6 +456,10 @@ class SimState:
     priority_policy: bool
     victim_keys: list[tuple[int, float]]
     kv: KVPool
+    pool: PrefixBlockPool | None
+    pipelined: bool
+    reserve_full_isl: bool
+    watermark_blocks: int
     batch_time_s: Callable[[Batch], float]
     decode_run_time_s: Callable[..., np.ndarray] | None
     now_s: float
@@ -433,6 +470,10 @@ class SimState:
     num_done: int = 0
     num_preemptions: int = 0
     num_steps: int = 0
+    finishing: list[int] = field(default_factory=list)
+    in_flight: set[int] = field(default_factory=set)
+    num_query_tokens: int = 0
+    num_hit_tokens: int = 0
     steps: StepRecord = field(default_factory=StepRecord)
     runs: RunRecord = field(default_factory=RunRecord)
     gaps: GapRecord = field(default_factory=GapRecord)
@@ -451,6 +492,16 @@ def new_state(table: RequestTable, engine: EngineConfig, cost: CostModel, num_bl
         priority = table.priority[order].tolist()
         waiting = PriorityWaitingQueue(priority)
         victim_keys = list(zip(priority, arrival_list))
+    pool = None
+    if engine.enable_prefix_caching:
+        ordered = order.tolist()
+        keys = BlockKeys(
+            [table.prefix_id[i] for i in ordered],
+            table.prefix_tokens[order].tolist(),
+            table.prompt_tokens[order].tolist(),
+            engine.block_size,
+        )
+        pool = PrefixBlockPool(num_blocks, keys, len(ordered), engine.block_size)
     return SimState(
         table=table,
         order=order,
@@ -470,6 +521,10 @@ def new_state(table: RequestTable, engine: EngineConfig, cost: CostModel, num_bl
         priority_policy=priority_policy,
         victim_keys=victim_keys,
         kv=KVPool(num_blocks=num_blocks, free_blocks=num_blocks),
+        pool=pool,
+        pipelined=engine.async_scheduling,
+        reserve_full_isl=engine.scheduler_reserve_full_isl,
+        watermark_blocks=math.floor(engine.watermark * (num_blocks + 1)),
         batch_time_s=cost.batch_time_s,
         decode_run_time_s=cost.decode_run_time_s if isinstance(cost, CostModel) else None,
         now_s=arrival_list[0],
@@ -482,68 +537,44 @@ def new_state(table: RequestTable, engine: EngineConfig, cost: CostModel, num_bl
 # --------------------------------------------------------------------------------------------
 
 
-def admit_waiting(
-    state: SimState, plan: StepPlan, *, budget_left_tokens: int, free_blocks: int, threshold_tokens: int
-) -> int:
-    """The waiting pass: admit from the head of the queue (FCFS, or the best priority) while
-    the gates let it through.
+def cache_limit_tokens(state: SimState, request: int) -> int:
+    """Tokens of ``request`` the scheduler knows, up to which its blocks may enter the cache:
+    prompt + generated, less a token still in flight when pipelined (rules 4 and 6)."""
+    known = state.req.prompt_tokens[request] + state.req.generated_tokens[request]
+    return known - 1 if request in state.in_flight else known
 
-    The three gates of :mod:`budgetlab.admission`, in vLLM's order (budget, sequence slot,
-    KV blocks for the whole known sequence); the first refusal ends the pass (head-of-line
-    blocking: nobody behind the head is tried). With chunked prefill off, a head whose chunk
-    exceeds the budget left also ends it. Only the blocks of the admitted chunk are allocated
-    (``vllm-v1-scheduling.md``, step 4). Appends the admitted chunks to ``plan``.
 
-    Returns
-    -------
-    int
-        Free blocks left [blocks].
-    """
-    running = state.running
-    waiting = state.waiting
-    req = state.req
-    generated = req.generated_tokens
-    prompt = req.prompt_tokens
-    recomputing = req.recomputing
-    first_scheduled = req.first_scheduled_at_s
-    block_size = state.block_size
-    max_num_seqs = state.max_num_seqs
-    budget = budget_left_tokens
+def release_blocks(state: SimState, request: int, *, finished: bool) -> int:
+    """Free ``request``'s blocks (a finish, or a preemption when ``finished`` is False);
+    returns how many became free [blocks] (with prefix caching, blocks other requests still
+    hold stay taken)."""
+    if state.pool is not None:
+        return state.pool.release(request, finished=finished)
+    return blocks_for_tokens(state.req.computed_tokens[request], state.block_size)
+
+
+def release_finishing(state: SimState, free_blocks: int) -> int:
+    """Pipelined: the requests that sampled their last token in the previous step leave the
+    running list and free their blocks, now that this step is planned (rule 29). Returns the
+    free blocks [blocks]."""
+    finishing = state.finishing
+    if not finishing:
+        return free_blocks
     free = free_blocks
-    while waiting:
-        if not budget_has_room(budget_left_tokens=budget):
-            break
-        if not seq_slot_free(num_running=len(running), max_num_seqs=max_num_seqs):
-            break
-        head = waiting[0]
-        known = prompt[head] + generated[head]
-        if not kv_blocks_fit(known_tokens=known, free_blocks=free, block_size=block_size):
-            break  # head-of-line blocking
-        n = known
-        if threshold_tokens and n > threshold_tokens:
-            n = threshold_tokens
-        if n > budget:
-            if not state.chunked_prefill:
-                break
-            n = budget
-        waiting.popleft()
-        running.append(head)
-        state.num_not_decoding += 1
-        free -= blocks_for_tokens(n, block_size)
-        budget -= n
-        if math.isnan(first_scheduled[head]):
-            first_scheduled[head] = state.now_s
-        plan.requests.append(head)
-        plan.num_tokens.append(n)
-        plan.kinds.append(RECOMPUTE if recomputing[head] else PREFILL)
-        plan.computed_before.append(0)
+    for r in finishing:
+        free += release_blocks(state, r, finished=True)
+    done = set(finishing)
+    state.running = [r for r in state.running if r not in done]
+    state.finishing = []
     return free
 
 
 def step_duration_s(state: SimState, batch: Batch) -> float:
-    """The cost model's time for ``batch`` [s], checked finite and > 0."""
+    """The cost model's time for ``batch`` [s], checked finite and > 0 (>= 0 for the empty
+    batch of a pipelined iteration that schedules nothing: a roofline model has no GPU work
+    then)."""
     duration = state.batch_time_s(batch)
-    if not 0.0 < duration < math.inf:
+    if not 0.0 < duration < math.inf and not (duration == 0.0 and batch.num_tokens == 0):
         raise ValueError(
             f"the cost model returned {duration!r} s for a step of {batch}; step times must be finite and > 0"
         )
@@ -558,6 +589,7 @@ def record_step(
     num_prefill_tokens: int,
     free_blocks: int,
     num_preemptions: int,
+    num_cached_tokens: int = 0,
 ) -> None:
     """Append the step starting now to the per-step columns (counts after scheduling it)."""
     state.kv.note_usage(free_blocks)
@@ -570,4 +602,5 @@ def record_step(
     steps.num_waiting.append(len(state.waiting))
     steps.num_free_kv_blocks.append(free_blocks)
     steps.num_preemptions.append(num_preemptions)
+    steps.num_cached_tokens.append(num_cached_tokens)
     state.num_steps += 1

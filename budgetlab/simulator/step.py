@@ -19,7 +19,6 @@ The fast paths (:mod:`~budgetlab.simulator.fast`) must give exactly what this gi
 
 from __future__ import annotations
 
-from budgetlab.memory import blocks_for_tokens
 from budgetlab.simulator.state import (
     DECODE,
     PREFILL,
@@ -27,11 +26,14 @@ from budgetlab.simulator.state import (
     SimState,
     StepEvents,
     StepPlan,
-    admit_waiting,
+    cache_limit_tokens,
     new_blocks,
     record_step,
+    release_blocks,
+    release_finishing,
     step_duration_s,
 )
+from budgetlab.simulator.waiting import admit_waiting
 
 __all__ = [
     "reference_step",
@@ -55,7 +57,7 @@ def reference_step(state: SimState) -> None:
     budget, free = running_pass(state, plan, threshold)
     if not plan.preempted:
         free = admit_waiting(state, plan, budget_left_tokens=budget, free_blocks=free, threshold_tokens=threshold)
-    if not plan.requests:
+    if not plan.requests and not state.finishing:
         raise RuntimeError(
             f"internal error: the step at t={state.now_s!r} s scheduled nothing with "
             f"{len(state.running)} running and {len(waiting)} waiting requests"
@@ -69,7 +71,10 @@ def reference_step(state: SimState) -> None:
         num_prefill_tokens=sum(batch.prefill_tokens),
         free_blocks=free,
         num_preemptions=len(plan.preempted),
+        num_cached_tokens=plan.num_cached_tokens,
     )
+    if state.pipelined:
+        free = release_finishing(state, free)
     sample_step(state, plan, state.now_s + duration, free)
 
 
@@ -98,6 +103,8 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
     budget = state.budget_tokens
     free = state.kv.free_blocks
     preempted = plan.preempted
+    finishing = state.finishing
+    pool = state.pool
     add_request = plan.requests.append
     add_tokens = plan.num_tokens.append
     add_kind = plan.kinds.append
@@ -113,6 +120,8 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
             break
         if preempted and r in preempted:
             continue
+        if finishing and r in finishing:
+            continue  # pipelined: its last token is in flight
         c = computed[r]
         g = generated[r]
         n = prompt[r] + g - c
@@ -130,6 +139,9 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
                 break  # it preempted itself: the pass ends
         free -= need
         budget -= n
+        if pool is not None:
+            pool.grow(r, need)
+            pool.cache_full_blocks(r, min(c + n, cache_limit_tokens(state, r)))
         add_request(r)
         add_tokens(n)
         add_kind(RECOMPUTE if recomputing[r] else (DECODE if g else PREFILL))
@@ -175,6 +187,8 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
     budget = state.budget_tokens
     free = state.kv.free_blocks
     preempted = plan.preempted
+    finishing = state.finishing
+    pool = state.pool
     # a copy either way: victims leave the running list anywhere
     walk = decode_first_order(state) if state.decode_first and state.num_not_decoding else list(running)
     for r in walk:
@@ -182,6 +196,8 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
             break
         if preempted and r in preempted:
             continue
+        if finishing and r in finishing:
+            continue  # pipelined: its last token is in flight
         c = computed[r]
         g = generated[r]
         n = prompt[r] + g - c
@@ -200,7 +216,8 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
                 withdrawn = plan.num_tokens.pop(j)
                 del plan.requests[j], plan.kinds[j]
                 budget += withdrawn
-                free += new_blocks(before, withdrawn, block_size)
+                if pool is None:  # the pool's release below frees this step's blocks too
+                    free += new_blocks(before, withdrawn, block_size)
             free += preempt(state, victim)
             preempted.append(victim)
             if victim == r:
@@ -210,6 +227,9 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
             continue
         free -= need
         budget -= n
+        if pool is not None:
+            pool.grow(r, need)
+            pool.cache_full_blocks(r, min(c + n, cache_limit_tokens(state, r)))
         plan.requests.append(r)
         plan.num_tokens.append(n)
         plan.kinds.append(RECOMPUTE if recomputing[r] else (DECODE if g else PREFILL))
@@ -278,21 +298,27 @@ def preempt(state: SimState, victim: int) -> int:
     FCFS, its own place (its key) under the priority policy.
 
     Its computed tokens reset to 0 and it recomputes prompt + generated tokens when it runs
-    again (``vllm-v1-scheduling.md`` steps 3 and 6).
+    again (``vllm-v1-scheduling.md`` steps 3 and 6); with prefix caching its full blocks stay
+    cached, so the recompute may hit them. Pipelined, a victim whose last token is in flight
+    (:attr:`SimState.finishing`) is reported as preempted but has finished: it frees its blocks
+    and does not queue again (``vllm-v1-prefix-async-priority.md`` section 4, edge case 7).
 
     Returns
     -------
     int
-        The blocks it held, now free [blocks].
+        The blocks that became free [blocks].
     """
     req = state.req
+    req.num_preemptions[victim] += 1
+    if state.finishing and victim in state.finishing:
+        state.finishing.remove(victim)
+        return release_blocks(state, victim, finished=True)
+    freed = release_blocks(state, victim, finished=False)
     computed = req.computed_tokens
-    freed = blocks_for_tokens(computed[victim], state.block_size)
     computed[victim] = 0
     if not req.generated_tokens[victim] or req.recomputing[victim]:
         state.num_not_decoding -= 1
     req.recomputing[victim] = 1
-    req.num_preemptions[victim] += 1
     state.waiting.appendleft(victim)
     return freed
 
@@ -303,7 +329,8 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
     A chunk that reaches its request's known tokens samples one token (the first one after a
     prompt; a recompute samples its next token directly); a partial chunk samples nothing. A
     request that samples its last token finishes and frees its blocks and slot
-    (``vllm-v1-scheduling.md`` step 5).
+    (``vllm-v1-scheduling.md`` step 5); pipelined, it keeps them through the next step's
+    planning (:attr:`SimState.finishing`, ``vllm-v1-prefix-async-priority.md`` rule 29).
     """
     req = state.req
     computed = req.computed_tokens
@@ -315,10 +342,11 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
     max_gap = req.max_gap_s
     first_token = req.first_token_at_s
     add_gap = state.gaps.single.append
-    block_size = state.block_size
     free = free_blocks
     first: list[int] = []
     finished: list[int] = []
+    track_in_flight = state.pipelined and state.pool is not None
+    sampled: list[int] = []
     for r, n, kind, before in zip(plan.requests, plan.num_tokens, plan.kinds, plan.computed_before):
         c = before + n
         computed[r] = c
@@ -330,6 +358,8 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
             recomputing[r] = 0
         g += 1
         generated[r] = g
+        if track_in_flight:
+            sampled.append(r)
         if g == 1:
             first_token[r] = end_s
             first.append(r)
@@ -341,17 +371,24 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
         last_token[r] = end_s
         if g == output[r]:
             req.finished_at_s[r] = end_s
-            free += blocks_for_tokens(c, block_size)
             finished.append(r)
+    if track_in_flight:
+        state.in_flight = set(sampled)
     if finished:
-        done = set(finished)
-        state.running = [r for r in state.running if r not in done]
+        if state.pipelined:
+            state.finishing = list(finished)  # released once the next step is planned
+        else:
+            for r in finished:
+                free += release_blocks(state, r, finished=True)
+            done = set(finished)
+            state.running = [r for r in state.running if r not in done]
         state.num_done += len(finished)
     state.kv.free_blocks = free
     steps = state.steps
     steps.chunk_request.extend(plan.requests)
     steps.chunk_tokens.extend(plan.num_tokens)
     steps.chunk_kind.extend(plan.kinds)
+    steps.chunk_start.extend(plan.computed_before)
     steps.step_end.append(len(steps.chunk_request))
     if plan.preempted or first or finished:
         steps.events[len(steps.start_at_s) - 1] = StepEvents(plan.preempted, first, finished)

@@ -10,6 +10,7 @@ boundaries, its decoders and their computed tokens before it.
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ RESULT_COLUMNS = (
     "queue_s",
     "prompt_tokens",
     "output_tokens",
+    "prefix_hit_tokens",
+    "recompute_hit_tokens",
 )
 #: Columns of :attr:`SimResult.steps` (one row per executed step).
 STEP_COLUMNS = (
@@ -50,7 +53,11 @@ STEP_COLUMNS = (
     "num_waiting",
     "num_free_kv_blocks",
     "num_preemptions",
+    "num_cached_tokens",
+    "forward_pass",
 )
+#: The step columns recorded step by step (``forward_pass`` is derived from the chunks).
+RECORDED_STEP_COLUMNS = STEP_COLUMNS[:-1]
 
 
 def _view(buffer: array, dtype: type) -> np.ndarray:
@@ -172,6 +179,7 @@ class Trace:
     chunk_request: array
     chunk_tokens: array
     chunk_kind: array
+    chunk_start: np.ndarray
     step_end: array
     events: dict[int, StepEvents]
     runs: Runs
@@ -181,6 +189,8 @@ class Trace:
     gap_weights: np.ndarray
     num_preemptions: int
     kv_peak_blocks: int
+    num_query_tokens: int
+    num_hit_tokens: int
 
     def _positions(self) -> tuple[np.ndarray, np.ndarray]:
         """Global step number of every normal step and of every run step."""
@@ -201,11 +211,14 @@ class Trace:
         normal_pos, run_pos = self._positions()
         total = len(normal_pos) + len(run_pos)
         data: dict[str, np.ndarray] = {}
-        for name in STEP_COLUMNS:
+        for name in RECORDED_STEP_COLUMNS:
             dtype = np.float64 if name in ("start_at_s", "duration_s") else np.int64
             column = np.empty(total, dtype=dtype)
             column[normal_pos] = self.columns[name]
             data[name] = column
+        forward = np.ones(total, dtype=bool)
+        forward[normal_pos] = np.diff(_view(self.step_end, np.int64), prepend=0) > 0
+        data["forward_pass"] = forward
         if len(run_pos):
             starts = runs.starts()
             step_run = np.repeat(np.arange(len(runs.num_steps)), runs.num_steps)
@@ -220,6 +233,7 @@ class Trace:
             )
             data["num_free_kv_blocks"][run_pos] = runs.free_blocks(self.block_size)
             data["num_preemptions"][run_pos] = 0
+            data["num_cached_tokens"][run_pos] = 0
         return pd.DataFrame(data, columns=list(STEP_COLUMNS))
 
     def step_log(self) -> list[dict[str, Any]]:
@@ -235,6 +249,7 @@ class Trace:
         ids = self.ids
         starts = self.columns["start_at_s"].tolist()
         chunk_request, chunk_tokens, chunk_kind = self.chunk_request, self.chunk_tokens, self.chunk_kind
+        chunk_start = self.chunk_start
         no_events = StepEvents([], [], [])
         begin = 0
         for step, (pos, end) in enumerate(zip(positions, self.step_end)):
@@ -246,6 +261,7 @@ class Trace:
             log[pos] = {
                 "start_at_s": starts[step],
                 "scheduled": scheduled,
+                "start": chunk_start[begin:end].tolist(),
                 "preempted": [ids[i] for i in events.preempted],
                 "first_token": [ids[i] for i in events.first_token],
                 "finished": [ids[i] for i in events.finished],
@@ -257,18 +273,22 @@ class Trace:
         runs = self.runs
         run_starts = runs.starts().tolist()
         members = runs.members.tolist()
+        before = runs.computed_before.tolist()
         finished = runs.finished.tolist()
         m_off = runs.member_offsets.tolist()
         f_off = runs.finished_offsets.tolist()
         s_off = runs.step_offsets.tolist()
         for r, k in enumerate(runs.num_steps.tolist()):
             names = [ids[i] for i in members[m_off[r] : m_off[r + 1]]]
+            computed = before[m_off[r] : m_off[r + 1]]
             done = [ids[i] for i in finished[f_off[r] : f_off[r + 1]]]
             last = s_off[r] + k - 1
             for s in range(s_off[r], s_off[r] + k):
+                offset = s - s_off[r]
                 log[positions[s]] = {
                     "start_at_s": run_starts[s],
                     "scheduled": [(rid, 1, "decode") for rid in names],
+                    "start": [c + offset for c in computed],
                     "preempted": [],
                     "first_token": [],
                     "finished": list(done) if s == last else [],
@@ -277,7 +297,7 @@ class Trace:
     def summary(self) -> dict[str, float | int]:
         """Headline numbers (:func:`budgetlab.metrics.summarize`)."""
         req = self.requests
-        return summarize(
+        numbers = summarize(
             arrival_at_s=req["arrival_at_s"].to_numpy(),
             first_token_at_s=req["first_token_at_s"].to_numpy(),
             finished_at_s=req["finished_at_s"].to_numpy(),
@@ -290,6 +310,13 @@ class Trace:
             num_kv_blocks=self.num_kv_blocks,
             num_steps=self.num_steps,
         )
+        numbers["num_forward_passes"] = self.num_steps - int(
+            np.count_nonzero(np.diff(_view(self.step_end, np.int64), prepend=0) == 0)
+        )
+        numbers["prefix_query_tokens"] = self.num_query_tokens
+        numbers["prefix_hit_tokens"] = self.num_hit_tokens
+        numbers["prefix_hit_rate"] = self.num_hit_tokens / self.num_query_tokens if self.num_query_tokens else math.nan
+        return numbers
 
 
 def _runs_of(state: SimState) -> Runs:
@@ -346,6 +373,8 @@ def _requests_frame(state: SimState) -> pd.DataFrame:
             "queue_s": to_input(req.first_scheduled_at_s) - arrival,
             "prompt_tokens": table.prompt_tokens,
             "output_tokens": output,
+            "prefix_hit_tokens": to_input(req.prefix_hit_tokens),
+            "recompute_hit_tokens": to_input(req.recompute_hit_tokens),
         },
         columns=list(RESULT_COLUMNS),
     )
@@ -370,11 +399,13 @@ def build_trace(state: SimState) -> Trace:
         block_size=state.block_size,
         num_kv_blocks=state.kv.num_blocks,
         columns={
-            name: _view(getattr(steps, name), np.float64 if name.endswith("_s") else np.int64) for name in STEP_COLUMNS
+            name: _view(getattr(steps, name), np.float64 if name.endswith("_s") else np.int64)
+            for name in RECORDED_STEP_COLUMNS
         },
         chunk_request=steps.chunk_request,
         chunk_tokens=steps.chunk_tokens,
         chunk_kind=steps.chunk_kind,
+        chunk_start=_view(steps.chunk_start, np.int64),
         step_end=steps.step_end,
         events=steps.events,
         runs=runs,
@@ -384,4 +415,6 @@ def build_trace(state: SimState) -> Trace:
         gap_weights=np.concatenate(weights),
         num_preemptions=state.num_preemptions,
         kv_peak_blocks=state.kv.peak_used_blocks,
+        num_query_tokens=state.num_query_tokens,
+        num_hit_tokens=state.num_hit_tokens,
     )

@@ -1,0 +1,401 @@
+"""The KV block pool with prefix caching: content keys, reference counts, an LRU free queue.
+
+With ``EngineConfig(enable_prefix_caching=True)`` the simulator keeps the identity of every
+block the way vLLM V1's ``BlockPool`` and ``KVCacheManager`` do
+(``shared/reference/vllm-v1-prefix-async-priority.md`` section 1, rules 1–21):
+
+* **Keys.** Only full blocks are cached. Block ``i`` of a request is keyed by the token prefix
+  up to ``(i + 1) × block_size`` (vLLM chains each block's hash to its parent's, which is the
+  same thing). :class:`BlockKeys` turns ``Request.prefix_id`` / ``prefix_tokens`` into those
+  keys: a block inside the request's shared stream is the stream's block ``i``; past it, two
+  requests whose whole prompts are one stream of the same length generate the same tokens (as
+  in vLLM's own tests) and share the block; anything else is the request's own.
+* **Lookup** (:meth:`PrefixBlockPool.lookup`), for a request leaving the waiting queue: its
+  leading blocks that are cached, at most ``(known − 1) // block_size`` of them (at least one
+  token is always computed); of two cached copies of one key the earliest entered is used.
+* **Allocation** (:meth:`PrefixBlockPool.take_hit`, :meth:`PrefixBlockPool.grow`) takes blocks
+  from the head of the free queue; taking one that is cached evicts its key then. A hit takes
+  the block out of the free queue if nobody held it and adds a reference.
+* **Entering the cache** (:meth:`PrefixBlockPool.cache_full_blocks`) happens when a chunk is
+  allocated, before its forward pass: every block that the chunk fills (up to the known
+  tokens) becomes hittable at once.
+* **Release** (:meth:`PrefixBlockPool.release`), on a finish or a preemption: the request's
+  blocks are visited last first; those nobody references any more go back to the free queue,
+  unkeyed ones to its head (reused first), keyed ones to its tail, so the deepest block of a
+  chain is evicted first and a block that was hit again moves to the back (LRU).
+
+The free queue's length is the simulator's free-block count (``KVPool.free_blocks``); the
+steps keep that count themselves and ask the pool only for what sharing changes: the blocks a
+request can hit, how many of them are held by running requests (those cost nothing at
+admission), and how many blocks a release really frees.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+
+__all__ = ["BlockKeys", "PrefixBlockPool", "Hit"]
+
+#: A key is ``stream << _BLOCK_BITS | block index``: one stream per prefix group, per group
+#: and prompt length (identical whole prompts), and per request (its own tokens).
+_BLOCK_BITS = 32
+#: ``_block_key`` of a block that is not cached, and of one that is cached but can never be hit
+#: (a finished request's own block: it keeps its place at the queue's tail, not a table entry).
+_NO_KEY, _DEAD = -1, -2
+
+
+class BlockKeys:
+    """Content keys of every request's blocks, from its prefix group and lengths.
+
+    A key is an int naming a token prefix: the block index and the *stream* the block's tokens
+    come from. Block ``i`` of a request (tokens ``[i·B, (i+1)·B)``) is in its group's shared
+    stream when ``(i + 1)·B <= prefix_tokens``; past that it is in the stream of its group
+    and prompt length when its whole prompt is the group's (``prefix_tokens ==
+    prompt_tokens``: such requests generate the same tokens, as in vLLM's tests), else in its
+    own.
+
+    Parameters
+    ----------
+    prefix_id : sequence
+        Each request's ``prefix_id`` (None: shares nothing), in the simulator's request order.
+    prefix_tokens, prompt_tokens : sequence of int
+        Each request's shared tokens and prompt length [tokens].
+    block_size : int
+        Tokens per block [tokens].
+    """
+
+    __slots__ = ("_block_size", "_shared", "_shared_stream", "_tail_stream")
+
+    def __init__(
+        self,
+        prefix_id: Sequence[Hashable | None],
+        prefix_tokens: Sequence[int],
+        prompt_tokens: Sequence[int],
+        block_size: int,
+    ) -> None:
+        streams: dict[Hashable, int] = {}
+        self._shared = [int(x) for x in prefix_tokens]
+        self._shared_stream: list[int] = []
+        self._tail_stream: list[int] = []
+        for request, (group, shared, prompt) in enumerate(zip(prefix_id, self._shared, prompt_tokens)):
+            stream = -1 if group is None else streams.setdefault(("group", group), len(streams))
+            self._shared_stream.append(stream)
+            if group is not None and shared == prompt:
+                tail = streams.setdefault(("prompt", group, int(prompt)), len(streams))
+            else:
+                tail = streams.setdefault(("own", request), len(streams))
+            self._tail_stream.append(tail)
+        self._block_size = block_size
+
+    def key(self, request: int, block: int) -> int:
+        """The key of block ``block`` (0-based) of ``request``."""
+        if (block + 1) * self._block_size <= self._shared[request]:
+            return self._shared_stream[request] << _BLOCK_BITS | block
+        return self._tail_stream[request] << _BLOCK_BITS | block
+
+    def shares_nothing(self, request: int) -> bool:
+        """Whether no other request can ever have a block key of ``request``'s."""
+        return self._shared_stream[request] < 0
+
+
+class Hit:
+    """The result of a lookup: the cached blocks a request starts with.
+
+    Attributes
+    ----------
+    blocks : list of int
+        Block ids, in order from block 0.
+    num_held : int
+        How many of them running requests hold (taking them costs no free block).
+    """
+
+    __slots__ = ("blocks", "num_held")
+
+    def __init__(self, blocks: list[int], num_held: int) -> None:
+        self.blocks = blocks
+        self.num_held = num_held
+
+    def tokens(self, block_size: int) -> int:
+        """The tokens the hit covers [tokens]."""
+        return len(self.blocks) * block_size
+
+
+class PrefixBlockPool:
+    """Physical blocks ``1 .. num_blocks`` (block 0 is vLLM's null block), their keys and
+    reference counts, the cache of keyed blocks and the free queue (see the module docstring).
+
+    Parameters
+    ----------
+    num_blocks : int
+        Usable blocks [blocks].
+    keys : BlockKeys
+    num_requests : int
+    """
+
+    __slots__ = (
+        "_block_key",
+        "_cached",
+        "_later",
+        "_num_entered",
+        "_private",
+        "_private_np",
+        "_ref",
+        "block_size",
+        "blocks",
+        "free_queue",
+        "keys",
+        "num_cached",
+    )
+
+    def __init__(self, num_blocks: int, keys: BlockKeys, num_requests: int, block_size: int) -> None:
+        self.block_size = block_size
+        self.keys = keys
+        #: The free queue, head first (an ordered set of block ids).
+        self.free_queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(1, num_blocks + 1))
+        self._ref = array("q", [0]) * (num_blocks + 1)
+        self._block_key = [-1] * (num_blocks + 1)  # -1: not cached
+        #: key -> its earliest entered cached block; later copies of one key (rule 20) in order
+        self._cached: dict[int, int] = {}
+        self._later: dict[int, list[int]] = {}
+        #: each request's blocks, block 0 first
+        self.blocks: list[list[int]] = [[] for _ in range(num_requests)]
+        #: how many of each request's leading blocks are in the cache (vLLM's num_cached_block)
+        self.num_cached = array("q", [0]) * num_requests
+        # A request that shares nothing can only ever hit its own blocks, after a preemption;
+        # its blocks are entered in the key table then, not while it runs (the same table
+        # whenever anyone looks). _num_entered: its leading blocks in the table.
+        self._private = [keys.shares_nothing(r) for r in range(num_requests)]
+        self._private_np = np.array(self._private, dtype=bool)
+        self._num_entered = array("q", [0]) * num_requests
+
+    # ---------------------------------------------------------------------------------------
+    # Reading
+
+    @property
+    def num_free(self) -> int:
+        """Blocks in the free queue, cached ones nobody holds included [blocks]."""
+        return len(self.free_queue)
+
+    def lookup(self, request: int, known_tokens: int) -> Hit:
+        """The leading cached blocks of ``request``: at most ``(known − 1) // block_size`` of
+        them, stopping at the first block not cached (rules 7–8, 20)."""
+        key = self.keys.key
+        cached = self._cached
+        ref = self._ref
+        blocks: list[int] = []
+        held = 0
+        for i in range((known_tokens - 1) // self.block_size):
+            block = cached.get(key(request, i))
+            if block is None:
+                break
+            blocks.append(block)
+            if ref[block]:
+                held += 1
+        return Hit(blocks, held)
+
+    def could_gain_hits(self, request: int, hit: Hit, others: Sequence[int]) -> bool:
+        """Whether one of ``others`` (running requests) could still enter the cache the block
+        at which ``request``'s lookup stopped (so a later lookup could hit more)."""
+        block = len(hit.blocks)
+        if self.keys.shares_nothing(request):
+            return False
+        wanted = self.keys.key(request, block)
+        key = self.keys.key
+        return any(block >= self.num_cached[r] and key(r, block) == wanted for r in others)
+
+    # ---------------------------------------------------------------------------------------
+    # Changing
+
+    def take_hit(self, request: int, hit: Hit) -> None:
+        """Give ``request`` (holding nothing) the blocks of its hit: one more reference each,
+        out of the free queue for those nobody held."""
+        ref = self._ref
+        free_queue = self.free_queue
+        for block in hit.blocks:
+            if not ref[block]:
+                del free_queue[block]
+            ref[block] += 1
+        self.blocks[request] = list(hit.blocks)
+        self.num_cached[request] = len(hit.blocks)
+        self._num_entered[request] = len(hit.blocks)
+
+    def grow(self, request: int, num_blocks: int) -> None:
+        """Give ``request`` ``num_blocks`` new blocks from the head of the free queue, evicting
+        the key of any cached one taken (rule 18)."""
+        held = self.blocks[request]
+        ref = self._ref
+        block_key = self._block_key
+        pop = self.free_queue.popitem
+        for _ in range(num_blocks):
+            block = pop(last=False)[0]
+            if block_key[block] != _NO_KEY:
+                self._evict(block)
+            ref[block] = 1
+            held.append(block)
+
+    def _evict(self, block: int) -> None:
+        key = self._block_key[block]
+        self._block_key[block] = _NO_KEY
+        if key == _DEAD:
+            return
+        later = self._later.get(key)
+        if self._cached[key] == block:
+            if later:
+                self._cached[key] = later.pop(0)
+            else:
+                del self._cached[key]
+        else:
+            assert later is not None
+            later.remove(block)
+        if later is not None and not later:
+            del self._later[key]
+
+    def cache_full_blocks(self, request: int, num_tokens: int) -> None:
+        """Enter in the cache every block of ``request`` that ``num_tokens`` tokens fill
+        (rule 4); blocks already entered are left as they are."""
+        first = self.num_cached[request]
+        last = num_tokens // self.block_size
+        if last <= first:
+            return
+        self.num_cached[request] = last
+        if not self._private[request]:
+            self._enter(request, first, last)
+
+    def _enter(self, request: int, first: int, last: int) -> None:
+        """Put blocks ``first .. last − 1`` of ``request`` in the key table, in order."""
+        held = self.blocks[request]
+        key = self.keys.key
+        cached = self._cached
+        block_key = self._block_key
+        for i in range(first, last):
+            block = held[i]
+            k = key(request, i)
+            block_key[block] = k
+            if k in cached:
+                self._later.setdefault(k, []).append(block)
+            else:
+                cached[k] = block
+        self._num_entered[request] = last
+
+    def release(self, request: int, *, finished: bool) -> int:
+        """Drop ``request``'s references (a finish, or a preemption when ``finished`` is
+        False); returns the blocks that became free [blocks] (rules 14, 16)."""
+        held = self.blocks[request]
+        ref = self._ref
+        block_key = self._block_key
+        if self._private[request]:
+            entered, cached = self._num_entered[request], self.num_cached[request]
+            if not finished:
+                self._enter(request, entered, cached)  # its recompute may hit them
+            else:  # nobody can ever hit them: cached for the queue's order, not in the table
+                for block in held[entered:cached]:
+                    block_key[block] = _DEAD
+        to_head: list[int] = []
+        to_tail: list[int] = []
+        for block in reversed(held):
+            ref[block] -= 1
+            if not ref[block]:
+                (to_head if block_key[block] == _NO_KEY else to_tail).append(block)
+        free_queue = self.free_queue
+        for block in reversed(to_head):  # the last block first at the very head
+            free_queue[block] = None
+            free_queue.move_to_end(block, last=False)
+        for block in to_tail:
+            free_queue[block] = None
+        self.blocks[request] = []
+        self.num_cached[request] = 0
+        self._num_entered[request] = 0
+        return len(to_head) + len(to_tail)
+
+    # ---------------------------------------------------------------------------------------
+    # A run of decode-only steps at once (fast mode)
+
+    def replay_decode_run(
+        self, members: np.ndarray, computed_before: np.ndarray, num_steps: int, *, first_lag: np.ndarray, lag: int
+    ) -> None:
+        """Allocate and cache what ``num_steps`` decode-only steps of ``members`` do, in the
+        order the steps one by one would (step by step, each in running order).
+
+        Decoder ``j`` holds ``ceil(c_j / B)`` blocks with ``c_j = computed_before[j]``; its
+        step ``s`` (1-based) takes a block when ``c_j + s − 1`` is a multiple of ``B`` and
+        enters its blocks in the cache up to ``c_j + s − lag_s`` tokens, the tokens the
+        scheduler knows then: ``lag_1 = first_lag[j]`` (1 when its previous token is still in
+        flight), ``lag_s = lag`` after (1 pipelined, 0 synchronous). Nothing else touches the
+        pool during such a run (no lookup, no release), so only the order of the allocations
+        among themselves (which blocks each takes) and of the cache entries among themselves
+        (which copy of a key is the earliest) matter; both are kept.
+        """
+        if num_steps <= 0 or not len(members):
+            return
+        block_size = self.block_size
+        member_list = members.tolist()
+        position = np.arange(len(members), dtype=np.int64)
+        c0 = computed_before.astype(np.int64, copy=False)
+        held = (c0 + block_size - 1) // block_size
+        num_new = (c0 + num_steps + block_size - 1) // block_size - held
+        who, index = _events(position, held, num_new)
+        if who.size:
+            step = index * block_size - c0[who] + 1
+            blocks = self.blocks
+            ref = self._ref
+            block_key = self._block_key
+            pop = self.free_queue.popitem
+            for j in who[np.lexsort((who, step))].tolist():  # grow(member, 1), inlined
+                block = pop(last=False)[0]
+                if block_key[block] != _NO_KEY:
+                    self._evict(block)
+                ref[block] = 1
+                blocks[member_list[j]].append(block)
+        last_lag = first_lag if num_steps == 1 else np.full(len(members), lag, dtype=np.int64)
+        num_cached = np.frombuffer(self.num_cached, dtype=np.int64)
+        cached_before = num_cached[members]
+        num_to_cache = np.maximum((c0 + num_steps - last_lag) // block_size - cached_before, 0)
+        num_cached[members] = cached_before + num_to_cache
+        num_to_cache[self._private_np[members]] = 0  # their blocks enter the table if preempted
+        who, index = _events(position, cached_before, num_to_cache)
+        if who.size:
+            filled = (index + 1) * block_size  # the tokens that fill block ``index``
+            step = np.where(filled <= c0[who] + 1 - first_lag[who], 1, filled - c0[who] + lag)
+            order = np.lexsort((who, step))
+            self._cache_blocks_in_order(members[who[order]], index[order])
+
+    def _cache_blocks_in_order(self, requests: np.ndarray, indices: np.ndarray) -> None:
+        """Put block ``indices[j]`` of ``requests[j]`` in the key table, for each ``j`` in order
+        (each the next block of its request not yet there; ``num_cached`` is already set)."""
+        key = self.keys.key
+        cached = self._cached
+        block_key = self._block_key
+        blocks = self.blocks
+        entered = self._num_entered
+        for request, i in zip(requests.tolist(), indices.tolist()):
+            entered[request] = i + 1
+            block = blocks[request][i]
+            k = key(request, i)
+            block_key[block] = k
+            if k in cached:
+                self._later.setdefault(k, []).append(block)
+            else:
+                cached[k] = block
+
+    # ---------------------------------------------------------------------------------------
+    # Reading single blocks (tests and checks)
+
+    def reference_count(self, block: int) -> int:
+        """Requests holding ``block`` now [count]."""
+        return int(self._ref[block])
+
+    def key_of_block(self, block: int) -> int | None:
+        """The cache key ``block`` carries, None when it is not cached."""
+        key = self._block_key[block]
+        return None if key == _NO_KEY else key
+
+
+def _events(position: np.ndarray, first: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``count[j]`` events per decoder ``j``: their decoder and block index ``first[j] + m``."""
+    who = np.repeat(position, count)
+    index = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count) + first[who]
+    return who, index

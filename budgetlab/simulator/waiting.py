@@ -1,0 +1,140 @@
+"""The waiting pass: who leaves the waiting queue in a step, and what that takes.
+
+:func:`admit_waiting` admits from the head of the queue while :mod:`budgetlab.admission`'s
+gates let it through, in vLLM's order (budget, sequence slot, KV blocks);
+:func:`head_admission` is the KV gate for one request with prefix caching's hit, vLLM's
+``scheduler_reserve_full_isl`` check and its watermark (``vllm-v1-scheduling.md`` step 4,
+``vllm-v1-prefix-async-priority.md`` rules 7–13). The fast mode's decode-only jumps ask the
+same :func:`head_admission` whether the head could start.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from budgetlab.admission import budget_has_room, kv_blocks_fit, seq_slot_free
+from budgetlab.memory import blocks_for_tokens
+from budgetlab.simulator.blocks import Hit
+from budgetlab.simulator.state import PREFILL, RECOMPUTE, SimState, StepPlan
+
+__all__ = ["HeadAdmission", "head_admission", "admit_waiting"]
+
+
+class HeadAdmission(NamedTuple):
+    """What admitting the head of the waiting queue would take (:func:`head_admission`)."""
+
+    hit: Hit | None
+    hit_tokens: int
+    num_tokens: int
+    cost_blocks: int
+
+
+def head_admission(
+    state: SimState, head: int, *, budget_left_tokens: int, free_blocks: int, threshold_tokens: int
+) -> HeadAdmission | None:
+    """Whether the KV gate (and, with chunked prefill off, the budget) lets ``head`` in now.
+
+    Its prefix-cache hit first (``vllm-v1-prefix-async-priority.md`` rules 7–9: the longest
+    run of cached leading blocks, at most ``(known − 1) // block_size``); then vLLM's checks
+    (rule 10): with ``scheduler_reserve_full_isl`` the blocks of its whole known sequence, and
+    always those of its first chunk, each less the hit blocks running requests hold, plus the
+    watermark while anything runs, must fit the free pool. The chunk is
+    ``min(known − hit, threshold if > 0, budget left)``.
+
+    Returns
+    -------
+    HeadAdmission or None
+        None when it does not fit (or, with chunked prefill off, its tokens exceed the budget
+        left); else its hit, its chunk [tokens] and the free blocks admitting it takes
+        [blocks] (new blocks, and hit blocks nobody held).
+    """
+    block_size = state.block_size
+    known = state.req.prompt_tokens[head] + state.req.generated_tokens[head]
+    hit = None
+    hit_tokens = held = 0
+    if state.pool is not None:
+        hit = state.pool.lookup(head, known)
+        hit_tokens = len(hit.blocks) * block_size
+        held = hit.num_held
+    reserve = state.watermark_blocks if state.running else 0
+    if state.reserve_full_isl and not kv_blocks_fit(
+        known_tokens=known, free_blocks=free_blocks, block_size=block_size, held_hit_blocks=held, reserve_blocks=reserve
+    ):
+        return None
+    n = known - hit_tokens
+    if threshold_tokens and n > threshold_tokens:
+        n = threshold_tokens
+    if n > budget_left_tokens:
+        if not state.chunked_prefill:
+            return None
+        n = budget_left_tokens
+    cost = blocks_for_tokens(hit_tokens + n, block_size) - held
+    if cost + reserve > free_blocks:
+        return None
+    return HeadAdmission(hit, hit_tokens, n, cost)
+
+
+def admit_waiting(
+    state: SimState, plan: StepPlan, *, budget_left_tokens: int, free_blocks: int, threshold_tokens: int
+) -> int:
+    """The waiting pass: admit from the head of the queue (FCFS, or the best priority) while
+    the gates let it through.
+
+    The three gates of :mod:`budgetlab.admission`, in vLLM's order (budget, sequence slot,
+    KV blocks, see :func:`head_admission`); the first refusal ends the pass (head-of-line
+    blocking: nobody behind the head is tried). Only the blocks of the admitted chunk are
+    allocated (``vllm-v1-scheduling.md``, step 4); with prefix caching the chunk starts at the
+    hit and the blocks it fills enter the cache at once. Appends the admitted chunks to
+    ``plan`` and their hits to ``plan.num_cached_tokens``.
+
+    Returns
+    -------
+    int
+        Free blocks left [blocks].
+    """
+    running = state.running
+    waiting = state.waiting
+    req = state.req
+    recomputing = req.recomputing
+    first_scheduled = req.first_scheduled_at_s
+    pool = state.pool
+    max_num_seqs = state.max_num_seqs
+    budget = budget_left_tokens
+    free = free_blocks
+    while waiting:
+        if not budget_has_room(budget_left_tokens=budget):
+            break
+        if not seq_slot_free(num_running=len(running), max_num_seqs=max_num_seqs):
+            break
+        head = waiting[0]
+        admission = head_admission(
+            state, head, budget_left_tokens=budget, free_blocks=free, threshold_tokens=threshold_tokens
+        )
+        if admission is None:
+            break  # head-of-line blocking
+        hit_tokens, n = admission.hit_tokens, admission.num_tokens
+        waiting.popleft()
+        running.append(head)
+        state.num_not_decoding += 1
+        free -= admission.cost_blocks
+        budget -= n
+        if pool is not None and admission.hit is not None:
+            known = req.prompt_tokens[head] + req.generated_tokens[head]
+            pool.take_hit(head, admission.hit)
+            pool.grow(head, blocks_for_tokens(hit_tokens + n, state.block_size) - len(admission.hit.blocks))
+            pool.cache_full_blocks(head, min(hit_tokens + n, known))
+            state.num_query_tokens += known
+            state.num_hit_tokens += hit_tokens
+            plan.num_cached_tokens += hit_tokens
+            if recomputing[head]:
+                req.recompute_hit_tokens[head] += hit_tokens
+            else:
+                req.prefix_hit_tokens[head] = hit_tokens
+        if math.isnan(first_scheduled[head]):
+            first_scheduled[head] = state.now_s
+        plan.requests.append(head)
+        plan.num_tokens.append(n)
+        plan.kinds.append(RECOMPUTE if recomputing[head] else PREFILL)
+        plan.computed_before.append(hit_tokens)
+    return free
