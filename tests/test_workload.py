@@ -744,3 +744,183 @@ def test_workload_stats_by_hand():
     outputs = (stats["output_p50_tokens"], stats["output_p90_tokens"], stats["output_mean_tokens"])
     assert outputs == pytest.approx((20, 28, 20))
     assert stats["sequence_mean_tokens"] == 220 and stats["num_requests"] == 2
+
+
+# --------------------------------------------------------------------------------------------
+# Prefix columns (Request.prefix_id / prefix_tokens) in frames and traces
+# --------------------------------------------------------------------------------------------
+
+PREFIXED = [
+    Request(0, 0.0, 120, 5, prefix_id="sys0", prefix_tokens=100),
+    Request(1, 1.0, 10, 1, prefix_id=7, prefix_tokens=11),
+    Request(2, 1.5, 30, 2),
+    Request(3, 2.0, 130, 4, prefix_id="sys0", prefix_tokens=100),
+]
+
+
+def test_frames_round_trip_prefix_columns():
+    from budgetlab.workload import PREFIX_ID_COLUMN, PREFIX_TOKENS_COLUMN
+
+    frame = requests_to_frame(PREFIXED)
+    assert list(frame.columns) == [
+        "request_id",
+        "arrival_at_s",
+        "prompt_tokens",
+        "output_tokens",
+        "prefix_id",
+        "prefix_tokens",
+    ]
+    assert (PREFIX_ID_COLUMN, PREFIX_TOKENS_COLUMN) == ("prefix_id", "prefix_tokens")
+    assert frame["prefix_id"].tolist() == ["sys0", 7, None, "sys0"] and frame["prefix_tokens"].dtype == np.int64
+    assert frame["prefix_tokens"].tolist() == [100, 11, 0, 100]
+    assert requests_from_frame(frame) == PREFIXED
+    # no request with a prefix: the four columns as before
+    assert "prefix_id" not in requests_to_frame([Request(0, 0.0, 4, 1)]).columns
+
+
+def test_requests_from_frame_reads_prefix_cells_leniently_and_checks_them():
+    frame = pd.DataFrame(
+        {
+            "arrival_at_s": [0.0, 1.0, 2.0],
+            "prompt_tokens": [10, 20, 30],
+            "output_tokens": [1, 2, 3],
+            "prefix_id": [3.0, np.nan, None],  # an int column with gaps, as pandas stores it
+            "prefix_tokens": [5.0, np.nan, np.nan],
+        }
+    )
+    got = requests_from_frame(frame)
+    assert [(r.prefix_id, r.prefix_tokens) for r in got] == [(3, 5), (None, 0), (None, 0)]
+    assert type(got[0].prefix_id) is int and type(got[0].prefix_tokens) is int
+    ids_only = requests_from_frame(frame.drop(columns="prefix_tokens"))
+    assert [(r.prefix_id, r.prefix_tokens) for r in ids_only] == [(3, 0), (None, 0), (None, 0)]
+    with pytest.raises(ValueError, match=r"frame row 1: .*prefix_tokens=4 needs a prefix_id"):
+        requests_from_frame(frame.assign(prefix_tokens=[5, 4, 0]))
+    with pytest.raises(ValueError, match=r"frame row 2: .*prefix_tokens must be an int in \[0, .* = 33\]"):
+        requests_from_frame(frame.assign(prefix_id=["a", "b", "c"], prefix_tokens=[1, 2, 34]))
+    with pytest.raises(ValueError, match=r"frame row 0: .*prefix_id must be an int, a str or None"):
+        requests_from_frame(frame.assign(prefix_id=[1.5, None, None]))
+    with pytest.raises(ValueError, match=r"frame row 0: .*prefix_tokens"):
+        requests_from_frame(frame.assign(prefix_id=["a", None, None], prefix_tokens=[np.nan, 0, 0]))
+
+
+def test_trace_stats_shared_prefix_fraction_by_hand():
+    # sys0: request 0 declares 100 tokens, request 3 reuses them (100 of its 130 prompt tokens);
+    # id 7 is declared once. 100 shared of 120 + 10 + 30 + 130 = 290 prompt tokens.
+    assert trace_stats(PREFIXED)["shared_prefix_fraction"] == pytest.approx(100 / 290)
+    # a conversation: turn prompts 10, 31, 63 with streams 11, 33, 66 share 11 and 33 tokens
+    turns = [
+        Request(i, float(i), p, o, prefix_id="c", prefix_tokens=p + o)
+        for i, (p, o) in enumerate([(10, 1), (31, 2), (63, 3)])
+    ]
+    assert trace_stats(turns)["shared_prefix_fraction"] == pytest.approx(44 / 104)
+    # arrival order decides who was first, not list order; a shorter later stream shares its own length
+    late_first = [
+        Request(0, 5.0, 50, 1, prefix_id="s", prefix_tokens=40),
+        Request(1, 0.0, 30, 1, prefix_id="s", prefix_tokens=20),
+    ]
+    assert trace_stats(late_first)["shared_prefix_fraction"] == pytest.approx(20 / 80)
+    assert trace_stats([Request(0, 0.0, 5, 5), Request(1, 1.0, 5, 5)])["shared_prefix_fraction"] == 0.0
+
+
+SPLITWISE_PREFIX_HEADER = "arrived_at,num_prefill_tokens,num_decode_tokens,prefix_id,prefix_tokens\n"
+
+
+def test_load_trace_keeps_prefix_columns(tmp_path):
+    from budgetlab.workload import PREFIX_COLUMNS
+
+    assert PREFIX_COLUMNS == ("prefix_id", "prefix_tokens")
+    path = write(
+        tmp_path, SPLITWISE_PREFIX_HEADER + "0.0,120,5,sys0,100\n1.0,10,1,7,11\n1.5,30,2,,\n2.0,130,4,sys0,100.0\n"
+    )
+    assert load_trace(path) == PREFIXED
+    assert load_trace(path, max_requests=2, rate_per_s=2.0) == [
+        Request(0, 0.0, 120, 5, prefix_id="sys0", prefix_tokens=100),
+        Request(1, 0.5, 10, 1, prefix_id=7, prefix_tokens=11),
+    ]
+    azure = write(
+        tmp_path,
+        "TIMESTAMP,ContextTokens,GeneratedTokens,prefix_tokens,prefix_id\n"
+        "2023-11-16 18:15:46,374,44,300,conv-1\n2023-11-16 18:15:48,400,9,0,\n",
+        "azure.csv",
+    )
+    got = load_trace(azure)
+    assert [(r.arrival_at_s, r.prefix_id, r.prefix_tokens) for r in got] == [(0.0, "conv-1", 300), (2.0, None, 0)]
+    # a trace without the columns shares nothing, as before
+    plain = write(tmp_path, "arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,10,2\n", "plain.csv")
+    assert [(r.prefix_id, r.prefix_tokens) for r in load_trace(plain)] == [(None, 0)]
+    # and a request table written with the columns loads back from CSV
+    frame = requests_to_frame(PREFIXED).rename(
+        columns={
+            "arrival_at_s": "arrived_at",
+            "prompt_tokens": "num_prefill_tokens",
+            "output_tokens": "num_decode_tokens",
+        }
+    )
+    frame.to_csv(tmp_path / "round.csv", index=False)
+    assert load_trace(tmp_path / "round.csv") == PREFIXED
+
+
+@pytest.mark.parametrize(
+    ("rows", "text"),
+    [
+        ("0.0,10,2,a,-1\n", r"line 2, column 'prefix_tokens': expected a whole number of tokens >= 0"),
+        ("0.0,10,2,a,1\n1.0,10,2,a,2.5\n", r"line 3, column 'prefix_tokens': .*got '2.5'"),
+        ("0.0,10,2,a,lots\n", r"line 2, column 'prefix_tokens'"),
+        ("0.0,10,2,a,13\n", r"line 2, column 'prefix_tokens': '13' shared tokens is more than .* \(12 tokens\)"),
+        ("0.0,10,2,,4\n", r"line 2, column 'prefix_tokens': '4' shared tokens but no prefix_id"),
+        # the first problem in file order wins: row 2's prompt before row 3's prefix
+        ("0.0,x,2,a,1\n1.0,10,2,,4\n", r"line 2, column 'num_prefill_tokens'"),
+        ("0.0,10,2,a,1\n1.0,10,2,,4\n2.0,x,1,,\n", r"line 3, column 'prefix_tokens'"),
+    ],
+)
+def test_load_trace_checks_prefix_cells(tmp_path, rows, text):
+    path = write(tmp_path, SPLITWISE_PREFIX_HEADER + rows)
+    with pytest.raises(TraceFormatError, match=text):
+        load_trace(path)
+
+
+def test_load_trace_needs_both_prefix_columns(tmp_path):
+    path = write(tmp_path, "arrived_at,num_prefill_tokens,num_decode_tokens,prefix_id\n0.0,10,2,a\n")
+    with pytest.raises(TraceFormatError, match=r"line 1: column 'prefix_id' needs its companion 'prefix_tokens'"):
+        load_trace(path)
+    path = write(tmp_path, "arrived_at,num_prefill_tokens,num_decode_tokens,prefix_tokens\n0.0,10,2,3\n")
+    with pytest.raises(TraceFormatError, match="'prefix_tokens' needs its companion 'prefix_id'"):
+        load_trace(path)
+
+
+def test_trace_workload_replays_prefixes(tmp_path):
+    path = write(
+        tmp_path, SPLITWISE_PREFIX_HEADER + "0.0,120,5,sys0,100\n1.0,10,1,7,11\n1.5,30,2,,\n2.0,130,4,sys0,100\n"
+    )
+    trace = TraceWorkload.from_csv(path)
+    assert trace.prefix_id == ("sys0", 7, None, "sys0") and trace.prefix_tokens.tolist() == [100, 11, 0, 100]
+    assert not trace.prefix_tokens.flags.writeable
+    fast = trace.requests(rate_per_s=3.0)  # native rate 1.5/s: twice as fast
+    assert fast == [
+        Request(
+            r.request_id,
+            r.arrival_at_s / 2,
+            r.prompt_tokens,
+            r.output_tokens,
+            prefix_id=r.prefix_id,
+            prefix_tokens=r.prefix_tokens,
+        )
+        for r in PREFIXED
+    ]
+    wrapped = TraceWorkload.from_requests(list(reversed(PREFIXED)))
+    assert wrapped.requests(rate_per_s=1.5) == PREFIXED
+    assert pickle.loads(pickle.dumps(wrapped)).requests(rate_per_s=1.5) == PREFIXED
+    twin = wrapped.with_fixed_lengths()
+    assert twin.prefix_id is None and all(r.prefix_id is None for r in twin.requests(rate_per_s=1.0))
+    plain = TraceWorkload([0.0, 1.0], [10, 20], [1, 2])
+    assert plain.prefix_id is None and plain.prefix_tokens is None
+    with pytest.raises(ParameterError, match="together"):
+        TraceWorkload([0.0, 1.0], [10, 20], [1, 2], prefix_id=("a", "a"))
+    with pytest.raises(ParameterError, match="2 entries"):
+        TraceWorkload([0.0, 1.0], [10, 20], [1, 2], prefix_id=("a",), prefix_tokens=[3])
+    with pytest.raises(ParameterError, match="whole numbers >= 0"):
+        TraceWorkload([0.0, 1.0], [10, 20], [1, 2], prefix_id=("a", "a"), prefix_tokens=[3, 2.5])
+    with pytest.raises(ParameterError, match=r"trace request 1: prefix_tokens must be an int in \[0, .* = 22\]"):
+        TraceWorkload([0.0, 1.0], [10, 20], [1, 2], prefix_id=("a", "a"), prefix_tokens=[3, 23])
+    ok = TraceWorkload([0.0, 1.0], [10, 20], [1, 2], prefix_id=(np.int64(4), None), prefix_tokens=np.array([3, 0]))
+    assert ok.requests(rate_per_s=1.0)[0].prefix_id == 4

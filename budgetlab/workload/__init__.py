@@ -10,10 +10,14 @@ Reading guide, one concept per module:
   Splitwise presets (:data:`PRESETS`, ``CONVERSATION_*``, ``CODE_*``);
 * :mod:`~budgetlab.workload.synthetic` -- :func:`synthetic_workload`, :func:`conversation_like`,
   :func:`code_like` (lists of :class:`~budgetlab.specs.Request`) and :class:`SyntheticWorkload`;
-* :mod:`~budgetlab.workload.traces` -- :func:`load_trace` (every cell checked) and
-  :class:`TraceWorkload`;
+* :mod:`~budgetlab.workload.sharing` -- workloads that share tokens (``Request.prefix_id`` /
+  ``prefix_tokens``): :func:`system_prompt_workload`, :func:`multi_turn_workload` and their
+  sweepable :class:`SystemPromptWorkload` and :class:`MultiTurnWorkload`;
+* :mod:`~budgetlab.workload.traces` -- :func:`load_trace` (every cell checked; optional
+  :data:`PREFIX_COLUMNS`) and :class:`TraceWorkload`;
 * :mod:`~budgetlab.workload.frames` -- :func:`trace_stats` and the DataFrame round trips
-  (:data:`REQUEST_COLUMNS`).
+  (:data:`REQUEST_COLUMNS`, optional :data:`PRIORITY_COLUMN`, :data:`PREFIX_ID_COLUMN`,
+  :data:`PREFIX_TOKENS_COLUMN`).
 
 This module adds what the experiments need of any workload: the :class:`SweepWorkload`
 protocol, :func:`check_workload` and :func:`mean_sequence_tokens`.
@@ -38,6 +42,9 @@ from budgetlab.errors import ParameterError
 from budgetlab.specs import Request
 from budgetlab.workload.arrivals import ARRIVAL_KINDS, ArrivalKind, gamma_arrivals, poisson_arrivals
 from budgetlab.workload.frames import (
+    PREFIX_ID_COLUMN,
+    PREFIX_TOKENS_COLUMN,
+    PRIORITY_COLUMN,
     REQUEST_COLUMNS,
     mean_total_tokens,
     requests_from_frame,
@@ -56,6 +63,15 @@ from budgetlab.workload.lengths import (
     LogNormal,
     Uniform,
 )
+from budgetlab.workload.sharing import (
+    DEFAULT_MAX_MODEL_LEN_TOKENS,
+    DEFAULT_NUM_CONVERSATIONS,
+    DEFAULT_THINK_TIME_S,
+    MultiTurnWorkload,
+    SystemPromptWorkload,
+    multi_turn_workload,
+    system_prompt_workload,
+)
 from budgetlab.workload.synthetic import (
     DEFAULT_NUM_REQUESTS,
     SyntheticWorkload,
@@ -63,7 +79,7 @@ from budgetlab.workload.synthetic import (
     conversation_like,
     synthetic_workload,
 )
-from budgetlab.workload.traces import AZURE_COLUMNS, SPLITWISE_COLUMNS, TraceWorkload, load_trace
+from budgetlab.workload.traces import AZURE_COLUMNS, PREFIX_COLUMNS, SPLITWISE_COLUMNS, TraceWorkload, load_trace
 
 __all__ = [
     # arrivals
@@ -88,12 +104,24 @@ __all__ = [
     "code_like",
     "SyntheticWorkload",
     "DEFAULT_NUM_REQUESTS",
+    # workloads that share tokens (prefix caching)
+    "system_prompt_workload",
+    "multi_turn_workload",
+    "SystemPromptWorkload",
+    "MultiTurnWorkload",
+    "DEFAULT_THINK_TIME_S",
+    "DEFAULT_MAX_MODEL_LEN_TOKENS",
+    "DEFAULT_NUM_CONVERSATIONS",
     # traces, and requests as tables
     "load_trace",
     "TraceWorkload",
     "SPLITWISE_COLUMNS",
     "AZURE_COLUMNS",
+    "PREFIX_COLUMNS",
     "REQUEST_COLUMNS",
+    "PRIORITY_COLUMN",
+    "PREFIX_ID_COLUMN",
+    "PREFIX_TOKENS_COLUMN",
     "trace_stats",
     "requests_to_frame",
     "requests_from_frame",
@@ -111,7 +139,8 @@ class SweepWorkload(Protocol):
     ``requests(rate_per_s=..., seed=...)`` returns the requests offered at that load [1/s];
     ``label`` names it in tables. It must be picklable (defined in an importable module, not a
     notebook cell) to run in worker processes, and deterministic: the same arguments give the
-    same requests. :class:`SyntheticWorkload` and :class:`TraceWorkload` are two.
+    same requests. :class:`SyntheticWorkload`, :class:`TraceWorkload`,
+    :class:`SystemPromptWorkload` and :class:`MultiTurnWorkload` are four.
     """
 
     label: str

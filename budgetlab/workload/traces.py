@@ -23,15 +23,19 @@ import pandas as pd
 from budgetlab._checks import PLAIN_ERRORS, finite_number, int_at_least, positive_rate, random_seed
 from budgetlab.errors import ParameterError, TraceFormatError
 from budgetlab.specs import Request
-from budgetlab.workload.frames import fixed_lengths_label, mean_lengths_tokens
+from budgetlab.workload.frames import PREFIX_ID_COLUMN, PREFIX_TOKENS_COLUMN, fixed_lengths_label, mean_lengths_tokens
 
-__all__ = ["SPLITWISE_COLUMNS", "AZURE_COLUMNS", "load_trace", "TraceWorkload"]
+__all__ = ["SPLITWISE_COLUMNS", "AZURE_COLUMNS", "PREFIX_COLUMNS", "load_trace", "TraceWorkload"]
 
 SPLITWISE_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
 """Splitwise/Vidur trace columns: arrival [s], prompt [tokens], output [tokens]."""
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 """Azure LLM inference trace columns: datetime string, prompt [tokens], output [tokens]."""
+
+PREFIX_COLUMNS = (PREFIX_ID_COLUMN, PREFIX_TOKENS_COLUMN)
+"""Optional trace columns, in either format: ``prefix_id`` (text naming a shared token stream;
+empty: none) and ``prefix_tokens`` (how many leading tokens are that stream [tokens])."""
 
 _FORMATS = {"Splitwise/Vidur": SPLITWISE_COLUMNS, "Azure": AZURE_COLUMNS}
 _PARSER_LINE_RE = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
@@ -112,6 +116,39 @@ def _parse_seconds(raw: np.ndarray) -> tuple[np.ndarray, int | None, str]:
     else:
         problem = f"expected a number of seconds >= 0, got {text!r}"
     return numbers, bad, problem
+
+
+_INT_TEXT_RE = re.compile(r"[+-]?\d+")
+
+
+def _parse_prefixes(
+    raw_ids: np.ndarray, raw_tokens: np.ndarray, totals: np.ndarray
+) -> tuple[list[int | str | None], np.ndarray, int | None, str]:
+    """``prefix_id`` and ``prefix_tokens`` cells: the ids (None where empty; an int where the
+    text is an integer such as ``42``; any other text as it is), the token counts (0 where
+    empty), and the first bad ``prefix_tokens`` row (or None) and its problem. ``totals`` is
+    each row's prompt + output [tokens] (NaN where they did not parse)."""
+    ids: list[int | str | None] = [
+        None if text == "" else int(text) if _INT_TEXT_RE.fullmatch(text) else text for text in raw_ids
+    ]
+    numbers = pd.to_numeric(pd.Series(raw_tokens, dtype=object), errors="coerce").to_numpy(dtype=float)
+    numbers = np.where(raw_tokens == "", 0.0, numbers)  # an empty cell: nothing shared
+    whole = np.isfinite(numbers) & (numbers == np.round(numbers)) & (numbers >= 0)
+    over = whole & (numbers > totals)  # False where the total is NaN
+    orphan = whole & (numbers > 0) & (raw_ids == "")
+    tokens_bad = _first(~whole | over | orphan)
+    tokens_problem = ""
+    if tokens_bad is not None:
+        text = raw_tokens[tokens_bad]
+        if not whole[tokens_bad]:
+            tokens_problem = f"expected a whole number of tokens >= 0 (or an empty cell), got {text!r}"
+        elif over[tokens_bad]:
+            tokens_problem = (
+                f"{text!r} shared tokens is more than the request's prompt + output ({int(totals[tokens_bad])} tokens)"
+            )
+        else:
+            tokens_problem = f"{text!r} shared tokens but no prefix_id on this row names what they share"
+    return ids, np.where(whole, numbers, 0).astype(np.int64), tokens_bad, tokens_problem
 
 
 def _parse_timestamps(raw: np.ndarray) -> tuple[np.ndarray, int | None, str]:
@@ -220,6 +257,13 @@ def load_trace(
       timestamp without one is read as UTC),
       ``ContextTokens``, ``GeneratedTokens``; arrivals become seconds since the first row.
 
+    Either format may add the optional :data:`PREFIX_COLUMNS` (both or neither), which say what
+    each request shares with others (``Request.prefix_id`` and ``prefix_tokens``): a
+    ``prefix_id`` cell is any text, read as an int when it is an integer such as ``42`` (so the
+    ids of :func:`~budgetlab.workload.requests_to_frame` round-trip), and empty for a request
+    that shares nothing; a ``prefix_tokens`` cell is a whole number of tokens from 0 to the
+    request's prompt + output, empty meaning 0, and above 0 only with a ``prefix_id``.
+
     Token counts must be whole numbers >= 1 (``12`` or ``12.0``). An output of 0 tokens is an
     error, not a skipped row: the simulator's requests always generate their first token, and
     nothing in a trace is dropped silently. Arrival times must be non-decreasing (ties are
@@ -243,7 +287,8 @@ def load_trace(
     -------
     list of Request
         In file order; ``request_id`` is the 0-based index of the data row (blank lines not
-        counted), ``arrival_at_s`` in seconds, ``prompt_tokens`` and ``output_tokens``.
+        counted), ``arrival_at_s`` in seconds, ``prompt_tokens`` and ``output_tokens``, and
+        ``prefix_id`` / ``prefix_tokens`` from the prefix columns (None / 0 without them).
 
     Raises
     ------
@@ -251,7 +296,9 @@ def load_trace(
         A missing or unreadable file, an empty file or one with only a header, a missing or
         duplicated column (the message lists both formats' columns), a ragged row, or a bad
         cell: empty, non-numeric, NaN/inf or negative time, unparseable timestamp, time going
-        backwards, fractional, zero or negative token count. The message names the file, the
+        backwards, fractional, zero or negative token count, or a prefix column without the
+        other, a bad ``prefix_tokens`` cell (not a whole number >= 0, more than the prompt +
+        output, or shared tokens without a ``prefix_id``). The message names the file, the
         line (header = line 1) and the column.
         ``rate_per_s`` on requests that all arrive at one instant (no rate to rescale) is
         also refused with this error.
@@ -287,12 +334,28 @@ def load_trace(
         times, t_bad, t_problem = _parse_seconds(raw_times)
     prompts, p_bad, p_problem = _parse_tokens(rows[prompt_col].to_numpy(dtype=object), "prompt")
     outputs, o_bad, o_problem = _parse_tokens(rows[output_col].to_numpy(dtype=object), "output")
+    prefix_ids: list[int | str | None] = [None] * keep.size
+    shared = np.zeros(keep.size, dtype=np.int64)
+    s_bad, s_problem = None, ""
+    prefix_present = [c for c in PREFIX_COLUMNS if c in header]
+    if len(prefix_present) == 1:
+        (absent,) = set(PREFIX_COLUMNS) - set(prefix_present)
+        raise TraceFormatError(
+            f"{path}, line 1: column {prefix_present[0]!r} needs its companion {absent!r}: a "
+            "request shares its first prefix_tokens tokens with the others of its prefix_id"
+        )
+    if prefix_present:
+        totals = prompts.astype(float) + outputs  # NaN where either did not parse
+        prefix_ids, shared, s_bad, s_problem = _parse_prefixes(
+            rows[PREFIX_ID_COLUMN].to_numpy(dtype=object), rows[PREFIX_TOKENS_COLUMN].to_numpy(dtype=object), totals
+        )
 
     # report the first problem in file order: lowest row, then the format's column order
     checks = [
         (t_bad, time_col, t_problem),
         (p_bad, prompt_col, p_problem),
         (o_bad, output_col, o_problem),
+        (s_bad, PREFIX_TOKENS_COLUMN, s_problem),
     ]
     found = [(row, order, column, problem) for order, (row, column, problem) in enumerate(checks) if row is not None]
     first_bad = min(row for row, *_ in found) if found else len(keep)
@@ -313,6 +376,7 @@ def load_trace(
 
     if limit is not None:
         times, prompts, outputs = times[:limit], prompts[:limit], outputs[:limit]
+        prefix_ids, shared = prefix_ids[:limit], shared[:limit]
     if target_rate is not None:
         span = float(times[-1] - times[0])
         if times.size < 2 or span <= 0:
@@ -324,7 +388,8 @@ def load_trace(
         scale = (times.size - 1) / (target_rate * span)
     if scale != 1.0:
         times = times * scale
-    return [Request(i, t, p, o) for i, (t, p, o) in enumerate(zip(times.tolist(), prompts.tolist(), outputs.tolist()))]
+    columns = zip(times.tolist(), prompts.tolist(), outputs.tolist(), prefix_ids, shared.tolist())
+    return [Request(i, t, p, o, prefix_id=k, prefix_tokens=s) for i, (t, p, o, k, s) in enumerate(columns)]
 
 
 @dataclass(frozen=True, eq=False)
@@ -346,12 +411,19 @@ class TraceWorkload:
         Lengths [tokens].
     label : str
         Name in tables.
+    prefix_id : tuple or None
+        Each request's ``Request.prefix_id`` (int, str or None), or None (default) when no
+        request shares anything; replayed as it is.
+    prefix_tokens : numpy.ndarray or None
+        Each request's ``Request.prefix_tokens`` [tokens]; given with ``prefix_id`` or not at all.
     """
 
     arrival_at_s: np.ndarray
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     label: str = "trace"
+    prefix_id: tuple[int | str | None, ...] | None = None
+    prefix_tokens: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         arrivals = np.array(self.arrival_at_s, dtype=float)
@@ -372,6 +444,12 @@ class TraceWorkload:
                     "trace prompt_tokens and output_tokens must all be whole numbers >= 1 (nothing is rounded)"
                 )
         self._freeze(arrivals, prompts.astype(np.int64), outputs.astype(np.int64))
+        self._freeze_prefixes(self.prefix_id, self.prefix_tokens)
+        if self.prefix_id is not None:
+            try:  # Request checks every prefix id and length against its request
+                self.requests(rate_per_s=1.0)
+            except ValueError as exc:
+                raise ParameterError(f"trace {exc}") from None
 
     def _freeze(self, arrivals: np.ndarray, prompts: np.ndarray, outputs: np.ndarray) -> None:
         """Store the three arrays, read-only."""
@@ -379,6 +457,26 @@ class TraceWorkload:
         for name, array in arrays.items():
             array.setflags(write=False)
             object.__setattr__(self, name, array)
+
+    def _freeze_prefixes(self, ids: Sequence[int | str | None] | None, tokens: object) -> None:
+        """Store the prefix ids as a tuple and the prefix lengths as a read-only int64 array
+        (both None when neither is given); Request checks their values when replayed."""
+        if ids is None and tokens is None:
+            object.__setattr__(self, "prefix_id", None)
+            object.__setattr__(self, "prefix_tokens", None)
+            return
+        if ids is None or tokens is None:
+            raise ParameterError("give a trace's prefix_id and prefix_tokens together, or neither")
+        numbers = np.array(tokens, dtype=float)
+        id_tuple = tuple(int(k) if isinstance(k, np.integer) else k for k in ids)
+        if numbers.shape != (self.num_requests,) or len(id_tuple) != self.num_requests:
+            raise ParameterError(f"trace prefix_id and prefix_tokens must be 1-D with {self.num_requests} entries")
+        if not (np.isfinite(numbers) & (numbers == np.floor(numbers)) & (numbers >= 0)).all():
+            raise ParameterError("trace prefix_tokens must all be whole numbers >= 0 (nothing is rounded)")
+        array = numbers.astype(np.int64)
+        array.setflags(write=False)
+        object.__setattr__(self, "prefix_id", id_tuple)
+        object.__setattr__(self, "prefix_tokens", array)
 
     @classmethod
     def _from_loaded(cls, requests: Sequence[Request], *, label: str) -> TraceWorkload:
@@ -393,6 +491,7 @@ class TraceWorkload:
             np.array([r.prompt_tokens for r in requests], dtype=np.int64),
             np.array([r.output_tokens for r in requests], dtype=np.int64),
         )
+        trace._freeze_prefixes(*_prefix_columns(requests))
         return trace
 
     def __repr__(self) -> str:
@@ -423,11 +522,14 @@ class TraceWorkload:
     def from_requests(cls, requests: Sequence[Request], *, label: str = "trace") -> TraceWorkload:
         """Wrap a list of requests (e.g. from :func:`budgetlab.workload.load_trace`)."""
         reqs = sorted(requests, key=lambda r: r.arrival_at_s)
+        prefix_id, prefix_tokens = _prefix_columns(reqs)
         return cls(
             np.array([r.arrival_at_s for r in reqs], dtype=float),
             np.array([r.prompt_tokens for r in reqs], dtype=np.int64),
             np.array([r.output_tokens for r in reqs], dtype=np.int64),
             label=label,
+            prefix_id=prefix_id,
+            prefix_tokens=prefix_tokens,
         )
 
     @property
@@ -454,9 +556,13 @@ class TraceWorkload:
         scale = self.time_scale_for(rate_per_s)
         random_seed("seed", seed)
         times = (self.arrival_at_s - self.arrival_at_s[0]) * scale
+        columns = zip(times.tolist(), self.prompt_tokens.tolist(), self.output_tokens.tolist())
+        if self.prefix_id is None or self.prefix_tokens is None:
+            return [Request(i, t, p, o) for i, (t, p, o) in enumerate(columns)]
+        prefixes = zip(self.prefix_id, self.prefix_tokens.tolist())
         return [
-            Request(i, t, p, o)
-            for i, (t, p, o) in enumerate(zip(times.tolist(), self.prompt_tokens.tolist(), self.output_tokens.tolist()))
+            Request(i, t, p, o, prefix_id=k, prefix_tokens=n)
+            for i, ((t, p, o), (k, n)) in enumerate(zip(columns, prefixes))
         ]
 
     def mean_sequence_tokens(self, *, seed: int = 0) -> float:
@@ -466,6 +572,7 @@ class TraceWorkload:
     def with_fixed_lengths(self, *, seed: int = 0) -> TraceWorkload:
         """This trace's fixed-length twin: the same arrivals, every prompt and every output at
         the trace's mean length (rounded to whole tokens, at least 1); ``seed`` is ignored.
+        The twin shares nothing (no prefix columns): its lengths no longer fit the streams.
 
         See :meth:`SyntheticWorkload.with_fixed_lengths`.
         """
@@ -476,6 +583,15 @@ class TraceWorkload:
             np.full(self.num_requests, output_tokens),
             label=fixed_lengths_label(prompt_tokens, output_tokens),
         )
+
+
+def _prefix_columns(
+    requests: Sequence[Request],
+) -> tuple[tuple[int | str | None, ...] | None, np.ndarray | None]:
+    """The requests' prefix ids and lengths [tokens], or (None, None) when none has a prefix id."""
+    if all(r.prefix_id is None for r in requests):
+        return None, None
+    return tuple(r.prefix_id for r in requests), np.array([r.prefix_tokens for r in requests], dtype=np.int64)
 
 
 def _check_replayable(arrivals: np.ndarray) -> None:
