@@ -232,7 +232,10 @@ class PrefixBlockPool:
         pop = self.free_queue.popitem
         for _ in range(num_blocks):
             block = pop(last=False)[0]
-            if block_key[block] != _NO_KEY:
+            key = block_key[block]
+            if key == _DEAD:
+                block_key[block] = _NO_KEY
+            elif key != _NO_KEY:
                 self._evict(block)
             ref[block] = 1
             held.append(block)
@@ -346,7 +349,10 @@ class PrefixBlockPool:
             pop = self.free_queue.popitem
             for j in who[np.lexsort((who, step))].tolist():  # grow(member, 1), inlined
                 block = pop(last=False)[0]
-                if block_key[block] != _NO_KEY:
+                key = block_key[block]
+                if key == _DEAD:
+                    block_key[block] = _NO_KEY
+                elif key != _NO_KEY:
                     self._evict(block)
                 ref[block] = 1
                 blocks[member_list[j]].append(block)
