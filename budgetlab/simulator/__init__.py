@@ -323,11 +323,13 @@ class SimResult:
         """One dict per executed step, in order.
 
         Keys: ``start_at_s`` [s]; ``scheduled``, a list of ``(request_id, num_tokens, kind)``
-        in scheduling order, and ``start``, each chunk's position (its request's computed
-        tokens before it: the prefix-cache hit for an admission) [tokens], with kind ``"prefill"`` (up to and including the chunk that
+        in scheduling order, with kind ``"prefill"`` (up to and including the chunk that
         samples the first token), ``"recompute"`` (a preempted request's chunks up to and
-        including the one that reaches its known tokens again) or ``"decode"``;
-        ``preempted`` (evicted while scheduling the step; none of them runs in it),
-        ``first_token`` and ``finished`` (request ids).
+        including the one that reaches its known tokens again) or ``"decode"``; ``start``,
+        each chunk's position (its request's computed tokens before it: the prefix-cache hit
+        for an admission) [tokens], aligned with ``scheduled`` (empty, like ``scheduled``, for
+        a pipelined iteration that schedules nothing); ``preempted`` (evicted while
+        scheduling the step; none of them runs in it), ``first_token`` and ``finished``
+        (request ids).
         """
         return self._trace.step_log()

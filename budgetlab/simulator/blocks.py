@@ -343,19 +343,9 @@ class PrefixBlockPool:
         who, index = _events(position, held, num_new)
         if who.size:
             step = index * block_size - c0[who] + 1
-            blocks = self.blocks
-            ref = self._ref
-            block_key = self._block_key
-            pop = self.free_queue.popitem
-            for j in who[np.lexsort((who, step))].tolist():  # grow(member, 1), inlined
-                block = pop(last=False)[0]
-                key = block_key[block]
-                if key == _DEAD:
-                    block_key[block] = _NO_KEY
-                elif key != _NO_KEY:
-                    self._evict(block)
-                ref[block] = 1
-                blocks[member_list[j]].append(block)
+            grow = self.grow
+            for j in who[np.lexsort((who, step))].tolist():
+                grow(member_list[j], 1)
         last_lag = first_lag if num_steps == 1 else np.full(len(members), lag, dtype=np.int64)
         num_cached = np.frombuffer(self.num_cached, dtype=np.int64)
         cached_before = num_cached[members]
