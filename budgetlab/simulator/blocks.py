@@ -43,9 +43,8 @@ __all__ = ["BlockKeys", "PrefixBlockPool", "Hit"]
 #: A key is ``stream << _BLOCK_BITS | block index``: one stream per prefix group, per group
 #: and prompt length (identical whole prompts), and per request (its own tokens).
 _BLOCK_BITS = 32
-#: ``_block_key`` of a block that is not cached, and of one that is cached but can never be hit
-#: (a finished request's own block: it keeps its place at the queue's tail, not a table entry).
-_NO_KEY, _DEAD = -1, -2
+#: ``_block_key`` of a block that is not in the key table.
+_NO_KEY = -1
 
 
 class BlockKeys:
@@ -232,10 +231,7 @@ class PrefixBlockPool:
         pop = self.free_queue.popitem
         for _ in range(num_blocks):
             block = pop(last=False)[0]
-            key = block_key[block]
-            if key == _DEAD:
-                block_key[block] = _NO_KEY
-            elif key != _NO_KEY:
+            if block_key[block] != _NO_KEY:
                 self._evict(block)
             ref[block] = 1
             held.append(block)
@@ -243,8 +239,6 @@ class PrefixBlockPool:
     def _evict(self, block: int) -> None:
         key = self._block_key[block]
         self._block_key[block] = _NO_KEY
-        if key == _DEAD:
-            return
         later = self._later.get(key)
         if self._cached[key] == block:
             if later:
@@ -290,20 +284,30 @@ class PrefixBlockPool:
         held = self.blocks[request]
         ref = self._ref
         block_key = self._block_key
+        free_queue = self.free_queue
         if self._private[request]:
             entered, cached = self._num_entered[request], self.num_cached[request]
-            if not finished:
-                self._enter(request, entered, cached)  # its recompute may hit them
-            else:  # nobody can ever hit them: cached for the queue's order, not in the table
-                for block in held[entered:cached]:
-                    block_key[block] = _DEAD
+            if finished:
+                # Nobody can ever hit them: blocks 0 .. cached − 1 go to the tail as cached
+                # ones (deepest first), the rest to the head, but only the blocks a lookup
+                # could reach (entered in the table) carry a key. All were its alone.
+                for block in held[:entered]:
+                    ref[block] = 0
+                for block in held[cached:]:  # the last block first at the very head
+                    free_queue[block] = None
+                    free_queue.move_to_end(block, last=False)
+                free_queue.update(dict.fromkeys(held[cached - 1 :: -1] if cached else ()))
+                self.blocks[request] = []
+                self.num_cached[request] = 0
+                self._num_entered[request] = 0
+                return len(held)
+            self._enter(request, entered, cached)  # its recompute may hit them
         to_head: list[int] = []
         to_tail: list[int] = []
         for block in reversed(held):
             ref[block] -= 1
             if not ref[block]:
                 (to_head if block_key[block] == _NO_KEY else to_tail).append(block)
-        free_queue = self.free_queue
         for block in reversed(to_head):  # the last block first at the very head
             free_queue[block] = None
             free_queue.move_to_end(block, last=False)
@@ -382,7 +386,7 @@ class PrefixBlockPool:
 
     def reference_count(self, block: int) -> int:
         """Requests holding ``block`` now [count]."""
-        return int(self._ref[block])
+        return 0 if block in self.free_queue else int(self._ref[block])
 
     def key_of_block(self, block: int) -> int | None:
         """The cache key ``block`` carries, None when it is not cached."""
