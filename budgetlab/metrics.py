@@ -487,8 +487,8 @@ def run_numbers(result: SimResult) -> dict[str, float | int | str]:
     Returns
     -------
     dict
-        ``policy`` (the step order), ``scheduling_policy`` (the waiting queue's), ``max_num_seqs``
-        [count], ``max_num_batched_tokens`` [tokens],
+        ``policy`` (the step order), ``scheduling_policy`` (the waiting queue's),
+        ``enable_prefix_caching``, ``async_scheduling``, ``max_num_seqs`` [count], ``max_num_batched_tokens`` [tokens],
         ``long_prefill_token_threshold`` [tokens], ``num_kv_blocks`` [blocks], ``kv_tokens``
         (the pool in tokens, blocks × ``block_size``), every key of
         :meth:`SimResult.summary <budgetlab.simulator.SimResult.summary>`, and
@@ -500,6 +500,8 @@ def run_numbers(result: SimResult) -> dict[str, float | int | str]:
     return {
         "policy": engine.policy,
         "scheduling_policy": engine.scheduling_policy,
+        "enable_prefix_caching": engine.enable_prefix_caching,
+        "async_scheduling": engine.async_scheduling,
         "max_num_seqs": engine.max_num_seqs,
         "max_num_batched_tokens": engine.max_num_batched_tokens,
         "long_prefill_token_threshold": engine.long_prefill_token_threshold,

@@ -21,7 +21,8 @@ Offered load and the tables' columns
 summary's ``requests_per_s`` is what the replica actually completed. Every table row holds the
 grid knobs (:data:`KNOB_COLUMNS`), every key of :meth:`SimResult.summary` (``num_kv_blocks`` and
 ``num_requests`` among them), the gate diagnostics of :func:`budgetlab.metrics.gate_stats` and
-the configuration (``block_size``, ``policy``, ``scheduling_policy``, ``workload``).
+the configuration (``block_size``, ``policy``, ``scheduling_policy``, ``enable_prefix_caching``,
+``async_scheduling``, ``workload``).
 """
 
 from __future__ import annotations
@@ -317,7 +318,8 @@ def sweep(
         [1/s]; with a trace also ``time_scale``), every summary key (``ttft_p90_s``,
         ``itl_p99_s``, ``requests_per_s`` achieved, ``kv_peak_fraction``, ``num_kv_blocks``,
         ``num_requests``, …), the gate diagnostics of :func:`gate_stats`, then
-        ``block_size``, ``policy``, ``scheduling_policy`` and ``workload`` (its label).
+        ``block_size``, ``policy``, ``scheduling_policy``, ``enable_prefix_caching``,
+        ``async_scheduling`` and ``workload`` (its label).
 
     Raises
     ------
@@ -399,6 +401,8 @@ def sweep(
             block_size=point.engine.block_size,
             policy=point.engine.policy,
             scheduling_policy=point.engine.scheduling_policy,
+            enable_prefix_caching=point.engine.enable_prefix_caching,
+            async_scheduling=point.engine.async_scheduling,
             workload=str(workload.label),
         )
         rows.append(row)
