@@ -140,7 +140,8 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
         free -= need
         budget -= n
         if pool is not None:
-            pool.grow(r, need)
+            if need:
+                pool.grow(r, need)
             pool.cache_full_blocks(r, min(c + n, cache_limit_tokens(state, r)))
         add_request(r)
         add_tokens(n)
@@ -228,7 +229,8 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
         free -= need
         budget -= n
         if pool is not None:
-            pool.grow(r, need)
+            if need:
+                pool.grow(r, need)
             pool.cache_full_blocks(r, min(c + n, cache_limit_tokens(state, r)))
         plan.requests.append(r)
         plan.num_tokens.append(n)
