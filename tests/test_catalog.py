@@ -53,6 +53,30 @@ REQUIRED_MODELS = [
     "qwen2.5-7b",
     "qwen2.5-72b",
 ]
+# Rows added through budgetlab.model_from_hf_config (issue 11); tests/test_hf_config.py checks
+# each one against its config.json in tests/fixtures/hf_configs/.
+HF_CONFIG_MODELS = [
+    "codellama-7b",
+    "codellama-34b",
+    "deepseek-r1-distill-qwen-14b",
+    "gemma-7b",
+    "gemma-2-2b",
+    "gemma-2-9b",
+    "gemma-2-27b",
+    "granite-3.1-2b",
+    "granite-3.1-8b",
+    "llama-2-70b",
+    "llama-3.3-70b",
+    "mistral-small-24b",
+    "phi-4",
+    "qwen2.5-32b",
+    "qwen3-0.6b",
+    "qwen3-8b",
+    "qwen3-14b",
+    "qwen3-32b",
+    "qwen3-30b-a3b",
+    "qwen3-235b-a22b",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -168,7 +192,7 @@ def test_required_models_present(slug):
 
 def test_lists_are_sorted_slugs():
     assert list_hardware() == sorted(REQUIRED_HARDWARE)
-    assert list_models() == sorted(REQUIRED_MODELS)
+    assert list_models() == sorted(REQUIRED_MODELS + HF_CONFIG_MODELS)
 
 
 @pytest.mark.parametrize("spelling", ["H100-SXM", "  h100-sxm\n", "H100-sxm "])
@@ -251,7 +275,7 @@ def test_catalog_is_loaded_once_and_cached():
 
 @pytest.mark.parametrize(
     ("table", "spec_type", "expected"),
-    [(hardware_table, HardwareSpec, REQUIRED_HARDWARE), (model_table, ModelSpec, REQUIRED_MODELS)],
+    [(hardware_table, HardwareSpec, REQUIRED_HARDWARE), (model_table, ModelSpec, REQUIRED_MODELS + HF_CONFIG_MODELS)],
 )
 def test_tables_hold_every_field_indexed_by_slug(table, spec_type, expected):
     frame = table()
