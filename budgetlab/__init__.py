@@ -92,6 +92,7 @@ from budgetlab.experiments.executors import SerialExecutor
 from budgetlab.experiments.slo import SLO
 from budgetlab.experiments.sweep import load_grid, percentiles_by_budget, service_rate_per_s, sweep
 from budgetlab.experiments.tune import FirstGuess, TuneResult, budget_frontier, first_guess, tile_budget, tune
+from budgetlab.hf_config import model_from_hf_config
 from budgetlab.memory import (
     KVCapacity,
     activation_bytes,
@@ -237,6 +238,8 @@ __all__ = [
     "validate_parameters",
     "weight_bytes_per_gpu",
     "weights_fit",
+    # any model from its Hugging Face config.json (issue 11)
+    "model_from_hf_config",
     # the budget scenario, KV per budget and cost what-ifs, out of charts (issue 9)
     "BudgetPayoff",
     "budget_payoff",
