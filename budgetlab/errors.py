@@ -41,6 +41,15 @@ class RequestTooLargeError(BudgetlabError, ValueError):
     """A request can never be served: longer than ``max_model_len`` or than the whole KV pool."""
 
 
+class SchedulerStallError(BudgetlabError, RuntimeError):
+    """The engine's requests preempt each other in a cycle and none samples a token again.
+
+    vLLM's rules allow this livelock when admission checks only the first chunk
+    (``scheduler_reserve_full_isl=False``): requests are admitted that the pool cannot hold
+    together, and each evicts another before finishing its prompt.
+    """
+
+
 class NoBudgetMeetsTargetError(BudgetlabError, ValueError):
     """A step-time target below the weight read, so no token budget can meet it."""
 

@@ -16,7 +16,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from budgetlab import Batch, ConfigError, ConstantCost, EngineConfig, Request, RequestTooLargeError
+from budgetlab import (
+    Batch,
+    ConfigError,
+    ConstantCost,
+    EngineConfig,
+    Request,
+    RequestTooLargeError,
+    SchedulerStallError,
+)
 from budgetlab.simulator import REQUEST_COLUMNS, STEP_COLUMNS, RunOptions, SimResult, simulate, simulate_with
 
 from sim_modes import assert_same
@@ -626,3 +634,29 @@ def test_fast_mode_is_exact_with_the_calibrated_cost_model(h100, llama8b):
     ]
     eng = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=64, num_kv_blocks=3000)
     run_all_modes(reqs, eng, cost=cost)
+
+
+def test_a_preemption_livelock_stops_with_a_clear_error():
+    # scheduling_policy="priority" with scheduler_reserve_full_isl=False: a and b (20-token
+    # prompts, equal priority and arrival) are both admitted on 4-token chunks (threshold 4,
+    # 6 blocks of 4). At step 3 a needs a 4th block and none is free; the victim is the running
+    # request with the largest (priority, arrival), among equal keys the first in the list
+    # (vLLM's max): a itself. b runs on; a is re-admitted behind it, and when b next needs a
+    # block b is the first of two equals and evicts itself. Whoever is ahead is always the one
+    # evicted, so the prompts are recomputed forever: the run must stop with a clear error,
+    # not hang. vLLM's default check (the whole prompt must fit to be admitted) finishes both.
+    reqs = [Request("a", 0.0, 20, 2), Request("b", 0.0, 20, 2)]
+    eng = engine(
+        max_num_batched_tokens=8,
+        max_num_seqs=2,
+        block_size=4,
+        num_kv_blocks=6,
+        long_prefill_token_threshold=4,
+        scheduling_policy="priority",
+        scheduler_reserve_full_isl=False,
+    )
+    for mode in ("reference", "fast"):
+        with pytest.raises(SchedulerStallError, match="preempt each other in a cycle"):
+            simulate(reqs, engine=eng, cost=STEP, mode=mode)
+    done = run_all_modes(reqs, dataclasses.replace(eng, scheduler_reserve_full_isl=True))
+    assert done.requests["finished_at_s"].notna().all()

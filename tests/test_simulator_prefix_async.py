@@ -27,11 +27,11 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracle_notation import rendered, rendered_at
 
 from budgetlab import ConstantCost, EngineConfig, Request
 from budgetlab.simulator import SimResult
 
+from oracle_notation import rendered, rendered_at
 from sim_modes import run_all_modes
 
 STEP = ConstantCost(1.0)

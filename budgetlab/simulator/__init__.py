@@ -201,6 +201,9 @@ def simulate(
         A request longer than ``max_model_len``, or whose peak KV blocks
         ``ceil((prompt + output − 1) / block_size)`` exceed the usable pool (it could never
         finish).
+    SchedulerStallError
+        No request sampled a token for a very long time: the requests preempt each other in a
+        cycle (vLLM's rules allow it with ``scheduler_reserve_full_isl=False``).
     ValueError
         Duplicate ids, malformed requests, no requests, an unknown mode, or a KV pool that
         cannot be derived (:class:`~budgetlab.errors.ParameterError`); step times from the

@@ -152,6 +152,7 @@ def jump_decode_run(state: SimState, *, vectorized: bool) -> bool:
         state.num_done += len(finished)
     state.kv.free_blocks = free
     state.num_steps += k
+    state.last_sample_step = state.num_steps
     state.now_s = end
     return True
 
@@ -431,6 +432,8 @@ def _sample_numpy(
     g_s = req.generated_tokens[scheduled]
     sampled = new_computed == req.prompt_tokens[scheduled] + g_s
     who = scheduled[sampled]
+    if who.size:
+        state.last_sample_step = state.num_steps
     g1 = g_s[sampled] + 1
     req.generated_tokens[who] = g1
     not_decode = kind[sampled] != DECODE

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from budgetlab._checks import flag, int_at_least
-from budgetlab.errors import ParameterError
+from budgetlab.errors import ParameterError, SchedulerStallError
 from budgetlab.simulator.fast import VECTOR_MIN_RUNNING, jump_decode_run, vectorized_step
 from budgetlab.simulator.state import SimState
 from budgetlab.simulator.step import reference_step
 
-__all__ = ["SIM_MODES", "SimMode", "RunOptions", "run", "queue_arrivals"]
+__all__ = ["SIM_MODES", "SimMode", "RunOptions", "run", "queue_arrivals", "stall_limit_steps"]
 
 SIM_MODES = ("fast", "reference")
 SimMode = Literal["fast", "reference"]
@@ -77,12 +77,38 @@ def queue_arrivals(state: SimState) -> None:
         state.next_arrival = i
 
 
+def stall_limit_steps(state: SimState) -> int:
+    """Steps without a sampled token after which the run is a livelock [steps]: twice every
+    request's prompt and output, plus 1,000 (a run that makes progress samples a token at
+    least every time the pending prompts' tokens are computed once)."""
+    table = state.table
+    return 2 * int(table.prompt_tokens.sum() + table.output_tokens.sum()) + 1000
+
+
+def raise_stall(state: SimState, limit: int) -> None:
+    """Raise :class:`~budgetlab.errors.SchedulerStallError` for a run stuck in a preemption cycle."""
+    engine = state.engine
+    hint = (
+        "With scheduler_reserve_full_isl=False admission lets in requests the pool cannot hold "
+        "together: set it to True (vLLM's default)"
+        if not engine.scheduler_reserve_full_isl
+        else "Give the KV cache more blocks"
+    )
+    raise SchedulerStallError(
+        f"no request sampled a token in the last {limit:,} steps (t = {state.now_s:.6g} s, "
+        f"{len(state.running)} running, {len(state.waiting)} waiting, {state.num_preemptions:,} "
+        f"preemptions so far): the requests preempt each other in a cycle, as vLLM's scheduler "
+        f"would. {hint}, or a larger KV pool (num_kv_blocks, gpu_memory_utilization)."
+    )
+
+
 def run(state: SimState, options: RunOptions) -> None:
     """Step ``state`` until every request has finished."""
     arrival = state.arrival_list
     num_requests = len(arrival)
     fast = options.mode == "fast"
     vector_min = options.vector_min_running
+    stall_limit = stall_limit_steps(state)
     # Pipelined, the last request's last token is still in flight after its step: one more
     # (empty) iteration is planned before the engine sees it finish.
     while state.num_done < num_requests or state.finishing:
@@ -96,3 +122,5 @@ def run(state: SimState, options: RunOptions) -> None:
             if vectorized and vectorized_step(state):
                 continue
         reference_step(state)
+        if state.num_steps - state.last_sample_step > stall_limit:
+            raise_stall(state, stall_limit)

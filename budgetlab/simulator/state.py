@@ -432,6 +432,8 @@ class SimState:
         is not yet known to the scheduler (blocks are entered in the cache up to known tokens).
     num_query_tokens, num_hit_tokens : int
         Known tokens looked up in the prefix cache at admissions, and the hits [tokens].
+    last_sample_step : int
+        ``num_steps`` after the last step that sampled a token (the loop's stall guard).
     now_s : float
         Start of the next step [s].
     steps, runs, gaps : StepRecord, RunRecord, GapRecord
@@ -474,6 +476,7 @@ class SimState:
     in_flight: set[int] = field(default_factory=set)
     num_query_tokens: int = 0
     num_hit_tokens: int = 0
+    last_sample_step: int = 0
     steps: StepRecord = field(default_factory=StepRecord)
     runs: RunRecord = field(default_factory=RunRecord)
     gaps: GapRecord = field(default_factory=GapRecord)

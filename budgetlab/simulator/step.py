@@ -349,6 +349,7 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
     finished: list[int] = []
     track_in_flight = state.pipelined and state.pool is not None
     sampled: list[int] = []
+    sampled_any = False
     for r, n, kind, before in zip(plan.requests, plan.num_tokens, plan.kinds, plan.computed_before):
         c = before + n
         computed[r] = c
@@ -360,6 +361,7 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
             recomputing[r] = 0
         g += 1
         generated[r] = g
+        sampled_any = True
         if track_in_flight:
             sampled.append(r)
         if g == 1:
@@ -376,6 +378,8 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
             finished.append(r)
     if track_in_flight:
         state.in_flight = set(sampled)
+    if sampled_any:
+        state.last_sample_step = state.num_steps
     if finished:
         if state.pipelined:
             state.finishing = list(finished)  # released once the next step is planned
