@@ -40,6 +40,11 @@ SMALL: dict[str, dict[str, Any]] = {
         "budget_tokens": 2048,
     },
     "08-tune-for-slo": {"num_requests_per_load": 200, "budgets": [512, 2048, 8192], "capacity_tolerance_fraction": 0.1},
+    "09-prefix-caching-and-async": {
+        "num_conversations": 40,
+        "caching_budgets": [256, 2048, 8192],
+        "pressure_kv_tokens": [16000, 64000],
+    },
 }
 
 
@@ -169,6 +174,33 @@ def _check_08(r: dict) -> None:
     assert r["frontier"]["8192"]["itl_s"] > 0.04 and r["frontier"]["8192"]["meets"] is False
 
 
+def _check_09(r: dict) -> None:
+    assert r["max_num_seqs"] == 256 and r["slot_bound_max_num_seqs"] == 8
+    shared = r["workload"]["shared_prefix_fraction"]
+    assert 0.5 < shared < 1  # later turns re-send their history
+    off, on = r["caching"]["caching off"], r["caching"]["caching on"]
+    assert off["enable_prefix_caching"] is False and on["enable_prefix_caching"] is True
+    assert off["prefix_hit_rate"] is None and off["prefill_tokens"] == off["num_prompt_tokens"]  # NaN -> null
+    # hits are full blocks of what earlier turns declared: at most the declared share
+    assert 0.5 < on["prefix_hit_rate"] <= shared
+    assert on["prefill_tokens"] + on["prefix_hit_tokens"] == on["num_prompt_tokens"]  # no preemption here
+    assert on["ttft_p50_s"] < off["ttft_p50_s"] and on["ttft_p90_s"] < off["ttft_p90_s"]
+    turns = {(t["case"], t["turn"]): t for t in r["ttft_by_turn"]}
+    assert turns[("caching on", 1)]["prefix_hit_mean_tokens"] == 0  # a first turn shares nothing
+    for run in r["async"].values():
+        assert run["num_steps"] == run["num_forward_passes"] + run["num_empty_steps"]
+        assert run["num_empty_steps"] == 0 or run["async_scheduling"] is True
+    assert r["async"]["async"]["num_empty_steps"] > 0 and r["async"]["sync"]["num_empty_steps"] == 0
+    assert len(r["by_budget"]) == 2 * len(r["caching_budgets"]) == 6
+    effect = {row["enable_prefix_caching"]: row for row in r["budget_effect"]}
+    assert effect[True]["saved_s"] < effect[False]["saved_s"]  # the budget matters less with caching
+    pools = {(p["enable_prefix_caching"], p["kv_tokens"]): p for p in r["kv_pressure"]}
+    assert len(pools) == 6  # 16,000 and 64,000 tokens and the pool from memory, caching off and on
+    full = next(p for p in r["kv_pressure"] if p["from_memory"] and p["enable_prefix_caching"])
+    assert full["kv_tokens"] == 29_054 * 16
+    assert pools[(True, 16_000)]["prefix_hit_rate"] < full["prefix_hit_rate"]  # evicted by LRU
+
+
 #: Checks on each notebook's results (the keys the reports promise, and the seeds' numbers).
 CHECKS: dict[str, tuple[set[str], Callable[[dict], None]]] = {
     "01-step-cost": ({"weight_read_s", "per_token_s", "knee_tokens", "step_time_s", "flops_per_token"}, _check_01),
@@ -193,6 +225,10 @@ CHECKS: dict[str, tuple[set[str], Callable[[dict], None]]] = {
     "08-tune-for-slo": (
         {"max_num_batched_tokens", "max_num_seqs", "capacity_per_s", "first_guess", "slo"},
         _check_08,
+    ),
+    "09-prefix-caching-and-async": (
+        {"workload", "caching", "ttft_by_turn", "async", "by_budget", "kv_pressure"},
+        _check_09,
     ),
 }
 
@@ -243,11 +279,18 @@ NEW_NOTEBOOK_BAD_PARAMETERS = [
         {"measured_hardware": "a100-80gb-sxm"},
         "parameter `measured_hardware` must be h100-sxm while measurements_path is empty",
     ),
+    (
+        "09-prefix-caching-and-async",
+        {"slot_bound_max_num_seqs": 512},
+        "parameter `slot_bound_max_num_seqs` must be below max_num_seqs (256)",
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("notebook", "parameters", "message"), NEW_NOTEBOOK_BAD_PARAMETERS, ids=["05-low-cap", "06-example-hardware"]
+    ("notebook", "parameters", "message"),
+    NEW_NOTEBOOK_BAD_PARAMETERS,
+    ids=["05-low-cap", "06-example-hardware", "09-slot-cap"],
 )
 def test_bad_parameter_stops_the_new_notebooks_at_validation(notebook, parameters, message, tmp_path: Path):
     with pytest.raises(PapermillExecutionError) as info:

@@ -36,7 +36,8 @@ The numbers themselves are the model's, imported from there: ``bl.flattening_bud
 
 Modules: :mod:`~budgetlab.charts.style` (palette, sizes, axes), :mod:`~budgetlab.charts.step_cost`
 (notebooks 01, 06), :mod:`~budgetlab.charts.budget` (02-04), :mod:`~budgetlab.charts.runs` (05),
-:mod:`~budgetlab.charts.load` (07, 08), :mod:`~budgetlab.charts.tables` (every table).
+:mod:`~budgetlab.charts.load` (07, 08), :mod:`~budgetlab.charts.caching` (09),
+:mod:`~budgetlab.charts.tables` (every table).
 """
 
 from __future__ import annotations
@@ -54,6 +55,14 @@ from budgetlab.charts.budget import (
     step_fill_frame,
     step_timeline_chart,
     ttft_and_step_time_chart,
+)
+from budgetlab.charts.caching import (
+    budget_caching_chart,
+    caching_variants_table,
+    kv_pressure_chart,
+    prompt_work_chart,
+    prompt_work_frame,
+    ttft_by_turn_chart,
 )
 from budgetlab.charts.load import (
     candidates_chart,
@@ -198,6 +207,13 @@ __all__ = [
     "load_sweep_chart",
     "load_sweep_frame",
     "slo_check_frame",
+    # prefix caching and async scheduling (notebook 09)
+    "budget_caching_chart",
+    "caching_variants_table",
+    "kv_pressure_chart",
+    "prompt_work_chart",
+    "prompt_work_frame",
+    "ttft_by_turn_chart",
     # tables
     "budget_payoff_table",
     "budget_sweep_table",

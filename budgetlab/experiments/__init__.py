@@ -13,7 +13,9 @@ Reading guide, in the order an experiment runs:
   :func:`run_capacity_task` for many configurations;
 * :mod:`~budgetlab.experiments.by_budget` -- :func:`capacity_by_budget`, one search per budget;
 * :mod:`~budgetlab.experiments.guess` and :mod:`~budgetlab.experiments.tune` -- :func:`tune`,
-  from an SLO to ``max_num_batched_tokens`` and ``max_num_seqs``, with its reasons.
+  from an SLO to ``max_num_batched_tokens`` and ``max_num_seqs``, with its reasons;
+* :mod:`~budgetlab.experiments.caching` -- one workload under engine variants (prefix caching
+  and async scheduling on or off, budgets, KV pools): the tables of notebook 09.
 
 The names are importable from their modules and from :mod:`budgetlab` (``bl.sweep``,
 ``bl.capacity``, ``bl.tune``, ...). This package module re-exports nothing, so that

@@ -7,6 +7,8 @@ A notebook's imports cell reads::
         workload_from_parameters,
     )
 
+(notebook 09 also imports ``conversations_from_parameters``).
+
 * :mod:`~budgetlab.notebook.parameters` checks the ``parameters`` cell (one clear
   :class:`~budgetlab.errors.ParameterError` per bad value), with the per-field checkers in
   :mod:`~budgetlab.notebook.checkers`;
@@ -26,11 +28,17 @@ from __future__ import annotations
 from budgetlab.notebook.altair_setup import use_offline_renderer
 from budgetlab.notebook.parameters import Parameters, validate_parameters
 from budgetlab.notebook.results import load_results, save_results
-from budgetlab.notebook.scenario import SCENARIO_DEFAULTS, slo_from_parameters, workload_from_parameters
+from budgetlab.notebook.scenario import (
+    SCENARIO_DEFAULTS,
+    conversations_from_parameters,
+    slo_from_parameters,
+    workload_from_parameters,
+)
 
 __all__ = [
     "SCENARIO_DEFAULTS",
     "Parameters",
+    "conversations_from_parameters",
     "load_results",
     "save_results",
     "slo_from_parameters",

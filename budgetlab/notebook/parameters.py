@@ -51,11 +51,12 @@ from budgetlab.notebook.scenario import (
     CUSTOM_MAX_OUTPUT_TOKENS,
     CUSTOM_MAX_PROMPT_TOKENS,
     CUSTOM_SHAPE,
+    MESSAGE_MAX_TOKENS,
     SCENARIO_DEFAULTS,
     WORKLOADS,
 )
 from budgetlab.specs import HardwareSpec, ModelSpec
-from budgetlab.workload import CONVERSATION_OUTPUT, CONVERSATION_PROMPT
+from budgetlab.workload import CONVERSATION_OUTPUT, CONVERSATION_PROMPT, DEFAULT_MAX_MODEL_LEN_TOKENS
 
 __all__ = ["RULES", "Rule", "Parameters", "validate_parameters"]
 
@@ -140,6 +141,19 @@ RULES: Mapping[str, Rule] = MappingProxyType(
         "frontier_rate_per_s": lambda n, v: require_number(n, v, minimum=0, unit="requests per second"),
         "budget_factors": require_factor_list,
         "cap_factors": require_factor_list,
+        # 09: prefix caching and async scheduling on multi-turn conversations
+        "num_conversations": lambda n, v: require_int(n, v, minimum=1, maximum=5000, unit="conversations"),
+        "caching_budgets": lambda n, v: require_int_list(n, v, minimum=1, unit="tokens", max_length=8),
+        "conversation_rate_per_s": lambda n, v: require_number(n, v, above=0, unit="conversations per second"),
+        "max_turns": lambda n, v: require_int(n, v, minimum=1, maximum=64, unit="turns"),
+        "message_median_tokens": lambda n, v: require_number(
+            n, v, minimum=1, maximum=MESSAGE_MAX_TOKENS, unit="tokens"
+        ),
+        "think_time_s": lambda n, v: require_number(n, v, above=0, unit="s"),
+        "slot_bound_max_num_seqs": lambda n, v: require_int(n, v, minimum=1, unit="requests"),
+        "pressure_kv_tokens": lambda n, v: require_int_list(
+            n, v, minimum=DEFAULT_MAX_MODEL_LEN_TOKENS, unit="tokens", max_length=8
+        ),
         # every notebook
         "results_path": require_str,
     }
@@ -347,9 +361,9 @@ def _check_example_measurements_described(
 
 
 def _check_caps_fit_budgets(values: Mapping[str, Any], hardware: HardwareSpec | None, model: ModelSpec | None) -> None:
-    """vLLM's rule max_num_batched_tokens >= max_num_seqs, and the low cap below the baseline."""
+    """vLLM's rule max_num_batched_tokens >= max_num_seqs, and the low caps below the baseline."""
     budget = values.get("budget_tokens")
-    for name in ("max_num_seqs", "low_max_num_seqs"):
+    for name in ("max_num_seqs", "low_max_num_seqs", "slot_bound_max_num_seqs"):
         seqs = values.get(name)
         if budget is not None and seqs is not None and seqs > budget:
             raise _must(
@@ -367,14 +381,15 @@ def _check_caps_fit_budgets(values: Mapping[str, Any], hardware: HardwareSpec | 
             budgets,
             f'e.g. papermill -y "budgets: {yaml_literal(SCENARIO_DEFAULTS["budgets"])}"',
         )
-    low = values.get("low_max_num_seqs")
-    if high is not None and low is not None and low >= high:
-        raise _must(
-            "low_max_num_seqs",
-            f"be below max_num_seqs ({high}): it is the cap set too low, compared against the baseline",
-            low,
-            f"pass e.g. -p low_max_num_seqs {SCENARIO_DEFAULTS['low_max_num_seqs']}",
-        )
+    for name in ("low_max_num_seqs", "slot_bound_max_num_seqs"):
+        low = values.get(name)
+        if high is not None and low is not None and low >= high:
+            raise _must(
+                name,
+                f"be below max_num_seqs ({high}): it is the cap set too low, compared against the baseline",
+                low,
+                f"pass e.g. -p {name} {SCENARIO_DEFAULTS[name]}",
+            )
 
 
 def _check_parallel_models(values: Mapping[str, Any], hardware: HardwareSpec | None, model: ModelSpec | None) -> None:
@@ -431,15 +446,17 @@ def _check_sweep_budgets_fit_cap(
     values: Mapping[str, Any], hardware: HardwareSpec | None, model: ModelSpec | None
 ) -> None:
     """Every swept budget is at least the sequence cap (vLLM refuses smaller ones)."""
-    budgets, cap = values.get("sweep_budgets"), values.get("max_num_seqs")
-    if budgets is not None and cap is not None and min(budgets) < cap:
-        raise _must(
-            "sweep_budgets",
-            f"hold only budgets >= max_num_seqs ({cap}): each running sequence takes a token of every "
-            "step, so vLLM refuses smaller ones",
-            budgets,
-            f"drop {[b for b in budgets if b < cap]} or lower max_num_seqs",
-        )
+    cap = values.get("max_num_seqs")
+    for name in ("sweep_budgets", "caching_budgets"):
+        budgets = values.get(name)
+        if budgets is not None and cap is not None and min(budgets) < cap:
+            raise _must(
+                name,
+                f"hold only budgets >= max_num_seqs ({cap}): each running sequence takes a token of every "
+                "step, so vLLM refuses smaller ones",
+                budgets,
+                f"drop {[b for b in budgets if b < cap]} or lower max_num_seqs",
+            )
 
 
 def _check_itl_above_shortest_step(

@@ -6,7 +6,8 @@ users decoding while a 5,000-token prompt arrives). ``notebooks/params/h100-llam
 spells out the same values, and error messages quote them as examples of a valid value.
 
 :func:`slo_from_parameters` and :func:`workload_from_parameters` build the
-:class:`~budgetlab.experiments.slo.SLO` and the sweep workload that notebooks 07 and 08 simulate, from
+:class:`~budgetlab.experiments.slo.SLO` and the sweep workload that notebooks 07 and 08 simulate, and
+:func:`conversations_from_parameters` the multi-turn conversations of notebook 09, from
 parameters :func:`~budgetlab.notebook.parameters.validate_parameters` has already checked.
 Validation itself lives in :mod:`budgetlab.notebook.parameters`; nothing here checks a value.
 """
@@ -19,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from budgetlab.errors import ParameterError
 from budgetlab.experiments.slo import SLO, SLO_METRICS
-from budgetlab.workload import CONVERSATION_OUTPUT, CONVERSATION_PROMPT, LogNormal
+from budgetlab.specs import Request
+from budgetlab.workload import CONVERSATION_OUTPUT, CONVERSATION_PROMPT, LogNormal, Uniform
+from budgetlab.workload.sharing import multi_turn_workload
 from budgetlab.workload.synthetic import SyntheticWorkload
 from budgetlab.workload.traces import TraceWorkload
 
@@ -33,8 +36,11 @@ __all__ = [
     "CUSTOM_MAX_PROMPT_TOKENS",
     "CUSTOM_MAX_OUTPUT_TOKENS",
     "CUSTOM_SHAPE",
+    "MESSAGE_SIGMA",
+    "MESSAGE_MAX_TOKENS",
     "slo_from_parameters",
     "workload_from_parameters",
+    "conversations_from_parameters",
 ]
 
 #: Step-cost models a notebook can simulate with (see :func:`budgetlab.cost.named.make_cost`).
@@ -47,6 +53,13 @@ WORKLOADS = ("conversation-like", "code-like", "custom")
 #: clipped there, like the presets' at their traces' longest requests).
 CUSTOM_MAX_PROMPT_TOKENS = 32_768
 CUSTOM_MAX_OUTPUT_TOKENS = 8_192
+
+#: Spread of a conversation turn's new user message, std of ln(length) [-] (notebook 09): the
+#: same order as the Splitwise conversation prompts' (0.77), so a few messages are long pastes.
+MESSAGE_SIGMA = 0.8
+
+#: Longest new user message a conversation turn draws [tokens] (the log-normal tail is clipped).
+MESSAGE_MAX_TOKENS = 4000
 
 #: The four parameters of a ``workload: custom`` length distribution (log-normal prompt and
 #: output lengths); their defaults are the conversation-like preset's.
@@ -118,6 +131,15 @@ SCENARIO_DEFAULTS: Mapping[str, Any] = MappingProxyType(
         # and renders in seconds; pass tune's factors with papermill -y to search the full grid.
         "budget_factors": [0.5, 0.75, 1.0, 1.125],
         "cap_factors": [0.25, 1.0, 1.5],
+        # 09: prefix caching and async scheduling on multi-turn conversations
+        "num_conversations": 150,
+        "caching_budgets": [256, 512, 2048, 8192],
+        "conversation_rate_per_s": 2.0,
+        "max_turns": 8,
+        "message_median_tokens": 300.0,
+        "think_time_s": 20.0,
+        "slot_bound_max_num_seqs": 8,
+        "pressure_kv_tokens": [16000, 32000, 64000],
         # every notebook: where the renderer saves the key numbers ("": nowhere)
         "results_path": "",
     }
@@ -186,3 +208,33 @@ def workload_from_parameters(params: Parameters) -> SyntheticWorkload | TraceWor
         label = f"custom (prompt median {prompt.median_tokens:,.0f}, output median {output.median_tokens:,.0f})"
         return SyntheticWorkload(prompt=prompt, output=output, num_requests=num, label=label)
     return SyntheticWorkload.conversation_like(num_requests=num)
+
+
+def conversations_from_parameters(params: Parameters) -> list[Request]:
+    """The multi-turn conversations notebook 09 simulates (:func:`~budgetlab.workload.multi_turn_workload`).
+
+    ``num_conversations`` conversations start by a Poisson process of ``conversation_rate_per_s``;
+    each has a number of turns drawn uniformly from 1 to ``max_turns``; every turn sends the
+    conversation so far plus a new message (log-normal, median ``message_median_tokens``, sigma
+    :data:`MESSAGE_SIGMA`, at most :data:`MESSAGE_MAX_TOKENS`) and gets an answer with the
+    Splitwise conversation output lengths (:data:`~budgetlab.workload.CONVERSATION_OUTPUT`); the
+    next turn arrives a think time (exponential, mean ``think_time_s``) after it. Turns that
+    would pass :data:`~budgetlab.workload.DEFAULT_MAX_MODEL_LEN_TOKENS` end their conversation.
+
+    Parameters
+    ----------
+    params : Parameters
+        Validated; reads those five and ``seed`` (:data:`SCENARIO_DEFAULTS` where absent).
+    """
+    values = {**SCENARIO_DEFAULTS, **params.values}
+    return multi_turn_workload(
+        num_conversations=values["num_conversations"],
+        conversation_rate_per_s=values["conversation_rate_per_s"],
+        turns=Uniform(low_tokens=1, high_tokens=values["max_turns"]),
+        message=LogNormal(
+            median_tokens=values["message_median_tokens"], sigma=MESSAGE_SIGMA, max_tokens=MESSAGE_MAX_TOKENS
+        ),
+        output=CONVERSATION_OUTPUT,
+        think_time_s=values["think_time_s"],
+        seed=values["seed"],
+    )
