@@ -29,7 +29,6 @@ from typing import Protocol
 
 import numpy as np
 
-from budgetlab.memory import blocks_for_tokens
 from budgetlab.simulator.state import (
     DECODE,
     PREFILL,
@@ -37,9 +36,11 @@ from budgetlab.simulator.state import (
     SimState,
     StepEvents,
     StepPlan,
+    allocate_chunk,
     blocks_for_tokens_array,
     record_step,
     release_finishing,
+    retire_finished,
     step_duration_s,
 )
 from budgetlab.simulator.waiting import admit_waiting, head_admission
@@ -127,7 +128,7 @@ def jump_decode_run(state: SimState, *, vectorized: bool) -> bool:
             first_lag=first_lag,
             lag=1 if state.pipelined else 0,
         )
-    finished, added, freed = decoders.advance(state, k, first_end_s=times.item(1), end_s=end)
+    finished, added = decoders.advance(state, k, first_end_s=times.item(1), end_s=end)
     # One record of RUN_HEADER_FIELDS, in that order.
     runs.header.extend(
         (len(state.steps.start_at_s), k, num_decodes, free, len(state.waiting), state.next_arrival, len(finished))
@@ -141,15 +142,7 @@ def jump_decode_run(state: SimState, *, vectorized: bool) -> bool:
         finished_at = state.req.finished_at_s
         for r in finished:
             finished_at[r] = end
-        if state.pipelined:
-            state.finishing = list(finished)  # released once the next step is planned
-        else:
-            if pool is not None:
-                freed = sum([pool.release(r, finished=True) for r in finished])
-            free += freed
-            done = set(finished)
-            state.running = [r for r in state.running if r not in done]
-        state.num_done += len(finished)
+        free = retire_finished(state, finished, free)
     state.kv.free_blocks = free
     state.num_steps += k
     state.last_sample_step = state.num_steps
@@ -170,20 +163,18 @@ def _arrivals_just_queue(state: SimState) -> bool | None:
         return num_running >= state.max_num_seqs
     if num_running < state.max_num_seqs:
         head = state.waiting[0]
-        fits = head_admission(
+        admission = head_admission(
             state,
             head,
             budget_left_tokens=state.budget_tokens - num_running,
             free_blocks=state.kv.free_blocks,
             threshold_tokens=state.threshold_tokens,  # running + waiting >= 2
         )
-        if fits is not None:
+        if admission.fits:
             return None
         pool = state.pool
-        if pool is not None:
-            known = state.req.prompt_tokens[head] + state.req.generated_tokens[head]
-            if pool.could_gain_hits(head, pool.lookup(head, known), state.running):
-                return None  # a decoder could enter the block its lookup stopped at
+        if pool is not None and admission.hit is not None and pool.could_gain_hits(head, admission.hit, state.running):
+            return None  # a decoder could enter the block its lookup stopped at
         if state.priority_policy:
             return False  # blocked by KV: a better-priority arrival may fit
     return True  # the head stays blocked (cap or KV) until a completion
@@ -230,9 +221,9 @@ class _Decoders(Protocol):
         """Sum of ``computed_before`` [tokens]."""
         ...
 
-    def advance(self, state: SimState, k: int, *, first_end_s: float, end_s: float) -> tuple[list[int], int, int]:
+    def advance(self, state: SimState, k: int, *, first_end_s: float, end_s: float) -> tuple[list[int], int]:
         """Move each decoder ``k`` tokens on and record them in the run; returns the finished
-        requests, the blocks added, and the blocks the finished ones hold."""
+        requests and the blocks added."""
         ...
 
 
@@ -250,7 +241,7 @@ class _PythonDecoders:
         self.steps_to_finish = min([output[r] - generated[r] for r in self.members])
         self.context_tokens = sum(self.computed_before)
 
-    def advance(self, state: SimState, k: int, *, first_end_s: float, end_s: float) -> tuple[list[int], int, int]:
+    def advance(self, state: SimState, k: int, *, first_end_s: float, end_s: float) -> tuple[list[int], int]:
         req = state.req
         computed = req.computed_tokens
         generated = req.generated_tokens
@@ -276,8 +267,7 @@ class _PythonDecoders:
             added += (c + k + block_size - 1) // block_size - (c + block_size - 1) // block_size
             if g == output[r]:
                 finished.append(r)
-        freed = sum([blocks_for_tokens(computed[r], block_size) for r in finished])
-        return finished, added, freed
+        return finished, added
 
 
 class _NumpyDecoders:
@@ -293,7 +283,7 @@ class _NumpyDecoders:
         self.steps_to_finish = int(self.steps_left.min())
         self.context_tokens = int(self.computed_before.sum())
 
-    def advance(self, state: SimState, k: int, *, first_end_s: float, end_s: float) -> tuple[list[int], int, int]:
+    def advance(self, state: SimState, k: int, *, first_end_s: float, end_s: float) -> tuple[list[int], int]:
         req = state.req_np
         members = self.members
         before = self.computed_before
@@ -308,8 +298,7 @@ class _NumpyDecoders:
         req.last_token_at_s[members] = end_s
         held = blocks_for_tokens_array(after, state.block_size)
         added = int((held - blocks_for_tokens_array(before, state.block_size)).sum())
-        done = self.steps_left == k
-        return members[done].tolist(), added, int(held[done].sum())
+        return members[self.steps_left == k].tolist(), added
 
 
 # --------------------------------------------------------------------------------------------
@@ -408,10 +397,10 @@ def _allocate_and_cache(
     need = blocks_for_tokens_array(after, block_size) - blocks_for_tokens_array(computed_before, block_size)
     cached = np.frombuffer(pool.num_cached, dtype=np.int64)[scheduled]
     busy = np.flatnonzero((need > 0) | (limit // block_size > cached))
-    for r, n, upto in zip(scheduled[busy].tolist(), need[busy].tolist(), limit[busy].tolist()):
-        if n:
-            pool.grow(r, n)
-        pool.cache_full_blocks(r, upto)
+    for r, c, n, new in zip(
+        scheduled[busy].tolist(), computed_before[busy].tolist(), take[busy].tolist(), need[busy].tolist()
+    ):
+        allocate_chunk(state, r, computed_tokens=c, num_tokens=n, new_blocks=new)
 
 
 def _sample_numpy(
@@ -456,16 +445,7 @@ def _sample_numpy(
         state.in_flight = set(who.tolist())
     if finished.size:
         req.finished_at_s[finished] = end_s
-        if state.pipelined:
-            state.finishing = finished.tolist()  # released once the next step is planned
-        else:
-            if state.pool is not None:
-                free += sum([state.pool.release(r, finished=True) for r in finished.tolist()])
-            else:
-                free += int(blocks_for_tokens_array(new_computed[sampled][is_finished], state.block_size).sum())
-            done = set(finished.tolist())
-            state.running = [r for r in state.running if r not in done]
-        state.num_done += len(finished)
+        free = retire_finished(state, finished.tolist(), free)
     if first.size or finished.size:
         state.steps.events[len(state.steps.start_at_s) - 1] = StepEvents([], first.tolist(), finished.tolist())
     return free

@@ -72,6 +72,8 @@ __all__ = [
     "new_state",
     "cache_limit_tokens",
     "release_blocks",
+    "allocate_chunk",
+    "retire_finished",
     "release_finishing",
     "step_duration_s",
     "record_step",
@@ -556,6 +558,28 @@ def release_blocks(state: SimState, request: int, *, finished: bool) -> int:
     return blocks_for_tokens(state.req.computed_tokens[request], state.block_size)
 
 
+def allocate_chunk(state: SimState, request: int, *, computed_tokens: int, num_tokens: int, new_blocks: int) -> None:
+    """With prefix caching, the pool's side of scheduling a chunk: ``request`` (holding
+    ``computed_tokens``) takes its ``new_blocks`` blocks, and the blocks its ``num_tokens``
+    tokens fill enter the cache, up to the tokens the scheduler knows (rule 4)."""
+    pool = state.pool
+    assert pool is not None
+    if new_blocks:
+        pool.grow(request, new_blocks)
+    pool.cache_full_blocks(request, min(computed_tokens + num_tokens, cache_limit_tokens(state, request)))
+
+
+def retire_finished(state: SimState, finished: list[int], free_blocks: int) -> int:
+    """The requests that sampled their last token in the step just run: they free their
+    blocks and slots for the next step, or, pipelined, once the next step is planned
+    (:attr:`SimState.finishing`, rule 29). Returns the free blocks [blocks]."""
+    state.num_done += len(finished)
+    if state.pipelined:
+        state.finishing = list(finished)
+        return free_blocks
+    return _release_all(state, finished, free_blocks)
+
+
 def release_finishing(state: SimState, free_blocks: int) -> int:
     """Pipelined: the requests that sampled their last token in the previous step leave the
     running list and free their blocks, now that this step is planned (rule 29). Returns the
@@ -563,12 +587,16 @@ def release_finishing(state: SimState, free_blocks: int) -> int:
     finishing = state.finishing
     if not finishing:
         return free_blocks
-    free = free_blocks
-    for r in finishing:
-        free += release_blocks(state, r, finished=True)
-    done = set(finishing)
-    state.running = [r for r in state.running if r not in done]
     state.finishing = []
+    return _release_all(state, finishing, free_blocks)
+
+
+def _release_all(state: SimState, requests: list[int], free_blocks: int) -> int:
+    free = free_blocks
+    for r in requests:
+        free += release_blocks(state, r, finished=True)
+    done = set(requests)
+    state.running = [r for r in state.running if r not in done]
     return free
 
 

@@ -26,11 +26,12 @@ from budgetlab.simulator.state import (
     SimState,
     StepEvents,
     StepPlan,
-    cache_limit_tokens,
+    allocate_chunk,
     new_blocks,
     record_step,
     release_blocks,
     release_finishing,
+    retire_finished,
     step_duration_s,
 )
 from budgetlab.simulator.waiting import admit_waiting
@@ -140,9 +141,7 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
         free -= need
         budget -= n
         if pool is not None:
-            if need:
-                pool.grow(r, need)
-            pool.cache_full_blocks(r, min(c + n, cache_limit_tokens(state, r)))
+            allocate_chunk(state, r, computed_tokens=c, num_tokens=n, new_blocks=need)
         add_request(r)
         add_tokens(n)
         add_kind(RECOMPUTE if recomputing[r] else (DECODE if g else PREFILL))
@@ -229,9 +228,7 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
         free -= need
         budget -= n
         if pool is not None:
-            if need:
-                pool.grow(r, need)
-            pool.cache_full_blocks(r, min(c + n, cache_limit_tokens(state, r)))
+            allocate_chunk(state, r, computed_tokens=c, num_tokens=n, new_blocks=need)
         plan.requests.append(r)
         plan.num_tokens.append(n)
         plan.kinds.append(RECOMPUTE if recomputing[r] else (DECODE if g else PREFILL))
@@ -381,14 +378,7 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
     if sampled_any:
         state.last_sample_step = state.num_steps
     if finished:
-        if state.pipelined:
-            state.finishing = list(finished)  # released once the next step is planned
-        else:
-            for r in finished:
-                free += release_blocks(state, r, finished=True)
-            done = set(finished)
-            state.running = [r for r in state.running if r not in done]
-        state.num_done += len(finished)
+        free = retire_finished(state, finished, free)
     state.kv.free_blocks = free
     steps = state.steps
     steps.chunk_request.extend(plan.requests)

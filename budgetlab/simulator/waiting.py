@@ -22,8 +22,10 @@ __all__ = ["HeadAdmission", "head_admission", "admit_waiting"]
 
 
 class HeadAdmission(NamedTuple):
-    """What admitting the head of the waiting queue would take (:func:`head_admission`)."""
+    """Whether the head of the waiting queue can be admitted, and what that takes
+    (:func:`head_admission`); ``num_tokens`` and ``cost_blocks`` are 0 when it cannot."""
 
+    fits: bool
     hit: Hit | None
     hit_tokens: int
     num_tokens: int
@@ -32,7 +34,7 @@ class HeadAdmission(NamedTuple):
 
 def head_admission(
     state: SimState, head: int, *, budget_left_tokens: int, free_blocks: int, threshold_tokens: int
-) -> HeadAdmission | None:
+) -> HeadAdmission:
     """Whether the KV gate (and, with chunked prefill off, the budget) lets ``head`` in now.
 
     Its prefix-cache hit first (``vllm-v1-prefix-async-priority.md`` rules 7–9: the longest
@@ -44,10 +46,10 @@ def head_admission(
 
     Returns
     -------
-    HeadAdmission or None
-        None when it does not fit (or, with chunked prefill off, its tokens exceed the budget
-        left); else its hit, its chunk [tokens] and the free blocks admitting it takes
-        [blocks] (new blocks, and hit blocks nobody held).
+    HeadAdmission
+        Its hit (None with caching off), and whether it fits (with chunked prefill off, also
+        whether its tokens fit the budget left); when it does, its chunk [tokens] and the free
+        blocks admitting it takes [blocks] (new blocks, and hit blocks nobody held).
     """
     block_size = state.block_size
     known = state.req.prompt_tokens[head] + state.req.generated_tokens[head]
@@ -61,18 +63,18 @@ def head_admission(
     if state.reserve_full_isl and not kv_blocks_fit(
         known_tokens=known, free_blocks=free_blocks, block_size=block_size, held_hit_blocks=held, reserve_blocks=reserve
     ):
-        return None
+        return HeadAdmission(False, hit, hit_tokens, 0, 0)
     n = known - hit_tokens
     if threshold_tokens and n > threshold_tokens:
         n = threshold_tokens
     if n > budget_left_tokens:
         if not state.chunked_prefill:
-            return None
+            return HeadAdmission(False, hit, hit_tokens, 0, 0)
         n = budget_left_tokens
     cost = blocks_for_tokens(hit_tokens + n, block_size) - held
     if cost + reserve > free_blocks:
-        return None
-    return HeadAdmission(hit, hit_tokens, n, cost)
+        return HeadAdmission(False, hit, hit_tokens, 0, 0)
+    return HeadAdmission(True, hit, hit_tokens, n, cost)
 
 
 def admit_waiting(
@@ -111,7 +113,7 @@ def admit_waiting(
         admission = head_admission(
             state, head, budget_left_tokens=budget, free_blocks=free, threshold_tokens=threshold_tokens
         )
-        if admission is None:
+        if not admission.fits:
             break  # head-of-line blocking
         hit_tokens, n = admission.hit_tokens, admission.num_tokens
         waiting.popleft()
