@@ -168,6 +168,19 @@ class _Row:
             raise self.error(column, f"expected a whole number > 0, got {raw!r}")
         return value
 
+    def optional_positive_float(self, column: str) -> float | None:
+        """A positive number, or ``None`` for an empty cell."""
+        return self.positive_float(column) if self.cells[column] else None
+
+    def boolean(self, column: str) -> bool:
+        """``true``/``false`` (any case); an empty cell is ``false``."""
+        raw = self.cells[column].lower()
+        if raw in ("", "false"):
+            return False
+        if raw == "true":
+            return True
+        raise self.error(column, f"expected true or false, got {self.cells[column]!r}")
+
 
 def _field_kinds(spec_type: type) -> dict[str, Callable[[_Row, str], Any]]:
     """Map each dataclass field to the cell parser its annotation calls for."""
@@ -175,6 +188,8 @@ def _field_kinds(spec_type: type) -> dict[str, Callable[[_Row, str], Any]]:
         "str": _Row.text,
         "float": _Row.positive_float,
         "int": _Row.positive_int,
+        "float | None": _Row.optional_positive_float,
+        "bool": _Row.boolean,
     }
     kinds = {}
     for f in dataclasses.fields(spec_type):

@@ -622,5 +622,6 @@ def model_from_hf_config(
         num_experts=arch.num_experts,
         num_experts_per_token=arch.num_experts_per_token,
         dtype_bytes=arch.dtype_bytes,
+        tie_word_embeddings=arch.tie_word_embeddings,
         source=source if source is not None else (where if where != "the config dict" else "Hugging Face config.json"),
     )

@@ -15,7 +15,18 @@ from typing import Literal
 from budgetlab._checks import flag, int_at_least, number_in
 from budgetlab.errors import ConfigError
 
-__all__ = ["HardwareSpec", "ModelSpec", "EngineConfig", "Request", "Batch", "SCHEDULING_POLICIES", "QUEUE_POLICIES"]
+__all__ = [
+    "HardwareSpec",
+    "ModelSpec",
+    "EngineConfig",
+    "Request",
+    "Batch",
+    "SCHEDULING_POLICIES",
+    "QUEUE_POLICIES",
+    "DTYPES",
+    "KV_CACHE_DTYPES",
+    "QUANTIZATIONS",
+]
 
 
 @dataclass(frozen=True)
@@ -42,6 +53,14 @@ class HardwareSpec:
         Typical small-message all-reduce latency over that link [s].
     source : str
         Datasheet(s) the numbers come from.
+    cuda_memory_bytes : float or None
+        Memory the driver reports to CUDA as the device's total [B]
+        (``torch.cuda.mem_get_info()[1]``, the figure vLLM's profiler multiplies by
+        ``gpu_memory_utilization``): less than the datasheet capacity, because the driver
+        keeps a reserve (an "80GB" H100 shows 79.19 GiB). ``None`` uses ``memory_bytes``,
+        which makes the KV pool a little too large.
+    cuda_memory_source : str
+        Where ``cuda_memory_bytes`` was read (a log line, an issue), or why it is unknown.
     """
 
     slug: str
@@ -53,6 +72,25 @@ class HardwareSpec:
     interconnect_bandwidth_bytes_per_s: float
     interconnect_latency_s: float
     source: str = field(default="", compare=False)
+    cuda_memory_bytes: float | None = None
+    cuda_memory_source: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.cuda_memory_bytes is not None:
+            number_in(
+                "cuda_memory_bytes",
+                self.cuda_memory_bytes,
+                low=0.0,
+                high=float(self.memory_bytes),
+                low_open=True,
+                what=f"bytes in (0, memory_bytes = {self.memory_bytes:g}], or None",
+                error=ConfigError,
+            )
+
+    @property
+    def reported_memory_bytes(self) -> float:
+        """What CUDA reports as the device's total [B]: ``cuda_memory_bytes``, else ``memory_bytes``."""
+        return float(self.memory_bytes if self.cuda_memory_bytes is None else self.cuda_memory_bytes)
 
 
 @dataclass(frozen=True)
@@ -91,6 +129,10 @@ class ModelSpec:
         Bytes per weight and per KV element (2 for BF16/FP16).
     source : str
         Model card / config the numbers come from.
+    tie_word_embeddings : bool
+        Whether the output projection reuses the token embedding (``config.json``'s
+        ``tie_word_embeddings``); it sets how many parameters stay in 16 bits when the other
+        weights are quantized (:func:`budgetlab.memory.embedding_params`).
     """
 
     slug: str
@@ -108,6 +150,7 @@ class ModelSpec:
     num_experts_per_token: int = 1
     dtype_bytes: int = 2
     source: str = field(default="", compare=False)
+    tie_word_embeddings: bool = False
 
     @property
     def weight_bytes(self) -> float:
@@ -127,6 +170,16 @@ QUEUE_POLICIES = ("fcfs", "priority")
 """Values of :attr:`EngineConfig.scheduling_policy`: vLLM's ``--scheduling-policy`` (how the
 waiting queue is ordered and who is preempted)."""
 QueuePolicy = Literal["fcfs", "priority"]
+DTYPES = ("auto", "bfloat16", "float16", "half", "float32", "float")
+"""Values of :attr:`EngineConfig.dtype`: vLLM's ``--dtype`` (weights and activations)."""
+KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
+"""Values of :attr:`EngineConfig.kv_cache_dtype`: vLLM's ``--kv-cache-dtype`` ("auto" follows
+``dtype``; the three fp8 spellings store one byte per element)."""
+QUANTIZATIONS = (None, "fp8", "int8", "int4")
+"""Values of :attr:`EngineConfig.quantization`: how the linear layers' weights are stored
+(``None``: in ``dtype``; ``"fp8"``/``"int8"``: one byte per weight, e.g. vLLM's ``fp8`` or a
+compressed-tensors W8A8 checkpoint; ``"int4"``: four bits with a 16-bit scale per 128 weights,
+e.g. GPTQ/AWQ/W4A16). Embeddings and the output projection stay in ``dtype``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,6 +235,23 @@ class EngineConfig:
     watermark : float
         Fraction of ``num_gpu_blocks`` (the usable blocks plus vLLM's null block) a waiting
         request must leave free while others run, in [0, 1) (vLLM's default 0.0, rule 13).
+    tensor_parallel_size : int
+        GPUs one replica is sharded over (vLLM's ``--tensor-parallel-size``, default 1). It
+        sets each GPU's share of the weights and of every token's KV, the non-torch memory
+        (NCCL) in :func:`budgetlab.memory.kv_capacity`, and it must equal the cost model's
+        ``tp`` (:func:`budgetlab.simulate` refuses a mismatch). It must divide the model's
+        attention heads (checked where the model is known).
+    dtype : str
+        vLLM's ``--dtype`` for weights and activations, one of :data:`DTYPES`; ``"auto"``
+        (default) keeps the model's ``dtype_bytes``; ``"float32"``/``"float"`` is 4 bytes, the
+        others 2.
+    kv_cache_dtype : str
+        vLLM's ``--kv-cache-dtype``, one of :data:`KV_CACHE_DTYPES`: ``"auto"`` (default)
+        stores keys and values in ``dtype``; an fp8 cache stores one byte per element, so the
+        same memory holds twice the tokens (of a 16-bit model).
+    quantization : {None, "fp8", "int8", "int4"}
+        How the linear layers' weights are stored (:data:`QUANTIZATIONS`): it shrinks the
+        weights in memory (more KV) and the weight read of every step.
 
     Raises
     ------
@@ -203,6 +273,39 @@ class EngineConfig:
     async_scheduling: bool = True
     scheduler_reserve_full_isl: bool = True
     watermark: float = 0.0
+    tensor_parallel_size: int = 1
+    dtype: str = "auto"
+    kv_cache_dtype: str = "auto"
+    quantization: str | None = None
+
+    @classmethod
+    def vllm_defaults(cls, hardware: HardwareSpec, **changes: object) -> EngineConfig:
+        """The configuration ``vllm serve`` (0.19) starts with on ``hardware``, with ``changes``.
+
+        vLLM picks its batch defaults by GPU (``engine/arg_utils.py``, ``get_batch_defaults``):
+        a GPU with at least 70 GiB (NVML's total) that is not an A100 gets
+        ``max_num_batched_tokens`` 8,192 and ``max_num_seqs`` 1,024; every other GPU 2,048 and
+        256 (the A100 is excluded because the large budget cost it throughput, vLLM PR #17885).
+        With ``max_model_len`` set, the budget is capped at ``max_num_seqs × max_model_len`` and
+        the cap at the budget, as vLLM does. Every other field keeps its vLLM default
+        (``gpu_memory_utilization`` 0.9, ``block_size`` 16, prefix caching and async on).
+
+        Parameters
+        ----------
+        hardware : HardwareSpec
+        **changes
+            Any :class:`EngineConfig` field; an explicit ``max_num_batched_tokens`` or
+            ``max_num_seqs`` replaces the default.
+        """
+        large = hardware.memory_bytes >= 70 * 2**30 and "a100" not in f"{hardware.slug} {hardware.name}".lower()
+        budget, seqs = (8192, 1024) if large else (2048, 256)
+        max_model_len = changes.get("max_model_len")
+        if "max_num_batched_tokens" not in changes and isinstance(max_model_len, int) and max_model_len > 0:
+            budget = min(budget, int(changes.get("max_num_seqs", seqs)) * max_model_len)  # type: ignore[call-overload]
+        values: dict[str, object] = {"max_num_batched_tokens": budget, "max_num_seqs": seqs, **changes}
+        if "max_num_seqs" not in changes:
+            values["max_num_seqs"] = min(seqs, int(values["max_num_batched_tokens"]))  # type: ignore[call-overload]
+        return cls(**values)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
@@ -241,6 +344,23 @@ class EngineConfig:
             hint="; vLLM's default is 0.0",
             error=ConfigError,
         )
+        int_at_least(
+            "tensor_parallel_size",
+            self.tensor_parallel_size,
+            1,
+            what="an int >= 1 (GPUs per replica)",
+            error=ConfigError,
+        )
+        for name, allowed, flag_name in (
+            ("dtype", DTYPES, "--dtype"),
+            ("kv_cache_dtype", KV_CACHE_DTYPES, "--kv-cache-dtype"),
+            ("quantization", QUANTIZATIONS, "weight format: fp8, W8A8 int8, or 4-bit GPTQ/AWQ/W4A16"),
+        ):
+            value = getattr(self, name)
+            if not any(value is option or (isinstance(value, str) and value == option) for option in allowed):
+                names = ", ".join(repr(option) for option in allowed)
+                where = flag_name if flag_name.startswith("weight") else f"vLLM's {flag_name}"
+                raise ConfigError(f"{name} must be one of {names} ({where}), got {value!r}")
         if self.policy not in SCHEDULING_POLICIES:
             raise ConfigError(f"policy must be one of {', '.join(SCHEDULING_POLICIES)}, got {self.policy!r}")
         if self.scheduling_policy not in QUEUE_POLICIES:

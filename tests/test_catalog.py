@@ -447,9 +447,9 @@ def test_malformed_models_csv_names_file_line_and_column(tmp_catalog, case):
 def test_ragged_row_is_reported(tmp_catalog):
     path = tmp_catalog / "hardware.csv"
     lines = path.read_text(encoding="utf-8").splitlines()
-    lines.append("tpu,Unquoted, comma,1e15,1e12,1e10,ICI,1e11,1e-5,src,")
+    lines.append("tpu,Unquoted, comma,1e15,1e12,1e10,ICI,1e11,1e-5,src,,,")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    _expect_catalog_error(list_hardware, path, [f"line {len(lines)}", "11 cells", "10 columns"])
+    _expect_catalog_error(list_hardware, path, [f"line {len(lines)}", "13 cells", "12 columns"])
 
 
 def test_empty_and_missing_files(tmp_catalog):
