@@ -96,11 +96,14 @@ from budgetlab.experiments.tune import FirstGuess, TuneResult, budget_frontier, 
 from budgetlab.hf_config import model_from_hf_config
 from budgetlab.memory import (
     KVCapacity,
-    activation_bytes,
+    activation_peak,
     blocks_for_tokens,
+    is_tight,
     kv_by_budget,
     kv_bytes_per_token,
     kv_capacity,
+    memory_levers,
+    tight_memory_text,
     weight_bytes_per_gpu,
     weights_fit,
 )
@@ -137,7 +140,10 @@ from budgetlab.workload import (
 from budgetlab.workload.frames import workload_stats
 
 __all__ = [
-    "activation_bytes",
+    "activation_peak",
+    "is_tight",
+    "memory_levers",
+    "tight_memory_text",
     "Admission",
     "admit",
     "Batch",

@@ -46,6 +46,7 @@ __all__ = [
     "fmt_count",
     "fmt_budget",
     "fmt_gb",
+    "fmt_gib",
     "fmt_gflop",
     "fmt_bandwidth",
     "fmt_flops_rate",
@@ -178,6 +179,11 @@ def fmt_budget(budget_tokens: int | None) -> str:
 def fmt_gb(num_bytes: float, digits: int = 1) -> str:
     """``16.06e9`` → ``"16.1 GB"`` (GB = 1e9 bytes; ``digits`` decimals)."""
     return f"{float(num_bytes) / 1e9:,.{digits}f} GB"
+
+
+def fmt_gib(num_bytes: float, digits: int = 2) -> str:
+    """``16.06e9`` → ``"14.96 GiB"`` (GiB = 2**30 bytes, the unit vLLM logs memory in)."""
+    return f"{float(num_bytes) / 2**30:,.{digits}f} GiB"
 
 
 def fmt_gflop(flops: float, digits: int = 1) -> str:

@@ -13,7 +13,10 @@ import pytest
 import budgetlab
 
 PUBLIC_NAMES = (
-    "activation_bytes",
+    "activation_peak",
+    "is_tight",
+    "memory_levers",
+    "tight_memory_text",
     "Admission",
     "admit",
     "Batch",
