@@ -16,8 +16,14 @@ For a step holding ``n`` tokens in total (decodes plus prefill chunks), on ``tp`
 Memory roof ``M`` [s]
     ``(W(n) / tp + kv_bytes_per_token × Σ context / s_kv) / (mem_bandwidth × bandwidth_efficiency)``
 
-    * ``W(n)`` is the weight bytes the step reads. Dense model: ``num_params × dtype_bytes``.
-      Mixture of experts (``moe=True``): ``(shared + layers × D(n) × expert) × dtype_bytes``,
+    * ``W(n)`` is the weight bytes the step reads, priced by :mod:`budgetlab.memory.sizes`
+      (the functions the KV pool is sized with). Dense model:
+      :func:`~budgetlab.memory.weight_bytes` -- ``num_params × b`` unquantized, with ``b`` the
+      bytes of ``dtype`` (``dtype_bytes`` for ``"auto"``); with ``quantization`` the embedding
+      and output projection (:func:`~budgetlab.memory.embedding_params`) stay at ``b`` and every
+      other weight takes :data:`~budgetlab.memory.QUANTIZED_BYTES_PER_WEIGHT` ``q`` bytes (1 for
+      fp8 and int8, 0.515625 for int4 with its group scales).
+      Mixture of experts (``moe=True``): ``shared_bytes + layers × D(n) × expert_bytes``,
       where ``expert`` is one expert's parameters in one layer, ``shared`` the rest (attention,
       embeddings, norms, router), and ``D(n) = E × (1 − (1 − k/E)^n)`` the expected number of
       distinct experts the step's ``n`` tokens touch per layer (``E`` experts, ``k`` per
@@ -26,11 +32,17 @@ Memory roof ``M`` [s]
       skewed and tokens of one prompt correlate, so real steps touch somewhat fewer experts.
       ``D(1) = k`` exactly and ``D(n) → E`` for large ``n``. The parameter split comes from the
       catalog's totals alone: ``layers × expert = (num_params − num_active_params) / (E − k)``
-      and ``shared = num_params − E × layers × expert``.
+      and ``shared = num_params − E × layers × expert``. Unquantized both parts take ``b``
+      bytes per parameter; quantized, the experts take ``q`` and the shared part
+      ``embedding × b + (shared − embedding) × q`` (the embedding and output projection are
+      shared and stay in ``dtype``), so at large ``n`` ``W(n)`` tends to
+      :func:`~budgetlab.memory.weight_bytes` with the same ``quantization``.
     * ``kv_reads=True`` adds the KV cache every sequence in the step reads: each decode reads
       its whole context, and each prefill chunk reads the cached tokens before it (its own new
-      keys and values stay on chip). ``s_kv = min(tp, num_kv_heads)``: tensor parallelism
-      splits the KV heads, and vLLM replicates them when ``tp`` exceeds their number.
+      keys and values stay on chip). The bytes per token per GPU are
+      :func:`~budgetlab.memory.kv_bytes_per_token` with ``kv_cache_dtype`` (an fp8 cache reads
+      one byte per element, half of a 16-bit one); ``s_kv = min(tp, num_kv_heads)``: tensor
+      parallelism splits the KV heads, and vLLM replicates them when ``tp`` exceeds their number.
 
 Compute roof ``C`` [s]
     ``(T(n) × 2 × P + A) / (peak_flops × flop_efficiency × tp)``
@@ -46,6 +58,10 @@ Compute roof ``C`` [s]
       ``AV``, 2 FLOPs per multiply-add each) and a decode with context ``c`` contributes
       ``c + 1`` (a chunk of one token). The same chunk therefore costs more at a later
       position. Attention runs on the same FLOP roof at the same efficiency.
+    * The roof is the peak dense 16-bit (BF16) rate whatever ``dtype`` and ``quantization``
+      say: quantized weights shrink the bytes read, not the math. Quantized activations
+      (W8A8's int8 GEMMs, fp8 tensor cores at twice the BF16 rate) and a float32 ``dtype``'s
+      slower math are not modelled; calibrate (:mod:`budgetlab.cost.fit`) when they matter.
 
 Roof [s]
     ``max(M, C) + knee_overlap_loss × min(M, C)² / max(M, C)``
@@ -65,21 +81,34 @@ Step [s]
     * ``layer_overhead_s``: per-layer time the roofline does not see: small kernels (norms,
       rotary embedding, activation, residual add) that are launch- and latency-bound.
     * All-reduce (``tp > 1`` and ``all_reduce=True``): two per layer (after attention and after
-      the MLP) of ``n × hidden_size × dtype_bytes`` bytes, each taking
+      the MLP) of ``n × hidden_size × b`` bytes (activations travel in ``dtype`` whatever
+      the weights' ``quantization``), each taking
       ``2 (tp − 1) / tp × bytes / interconnect_bandwidth + interconnect_latency`` (ring
       all-reduce), not overlapped with compute.
 
 A step of 0 tokens is not run and costs 0 s.
 
+The deployment
+--------------
+``tp``, ``dtype``, ``kv_cache_dtype`` and ``quantization`` are the fields of the same names
+on :class:`~budgetlab.specs.EngineConfig` (``tp`` is its ``tensor_parallel_size``), which
+also sizes the KV pool (:func:`budgetlab.memory.kv_capacity`). Build the cost for an engine
+with :meth:`CalibratedCost.typical` ``(hw, model, engine=engine)`` or
+:meth:`CalibratedCost.for_engine`; :func:`budgetlab.simulate` refuses a cost whose deployment
+differs from its engine's.
+
 With every extra off (``attention``, ``kv_reads``, ``moe`` false, ``tile_tokens`` None, ``tp``
-1, overheads 0, ``knee_overlap_loss`` 0) and both efficiencies 1, every term above reduces to the
+1, the dtypes ``"auto"``, no ``quantization``, overheads 0, ``knee_overlap_loss`` 0) and both
+efficiencies 1, every term above reduces to the
 seeds' ``max(weight_read_s, n × per_token_s)`` with the same floating-point operations in the
 same order as :class:`~budgetlab.cost.IdealCost`, so the two agree to the last bit.
 
 Sources: the roofline model (Williams, Waterman & Patterson, CACM 2009); attention FLOPs
 (Kaplan et al. 2020, §2.1, with the causal half counted); ring all-reduce cost (Patarasuk &
 Yuan, JPDC 2009); Megatron-LM tensor parallelism, two all-reduces per layer (Shoeybi et al.
-2019); expected distinct experts under uniform routing (the classic occupancy formula).
+2019); expected distinct experts under uniform routing (the classic occupancy formula);
+bytes per quantized weight and per KV element as :mod:`budgetlab.memory.sizes` (vLLM 0.19's
+fp8, W8A8 and W4A16 checkpoints, checked against its "Model loading took" logs).
 """
 
 from __future__ import annotations
@@ -95,9 +124,18 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from budgetlab._checks import flag, int_at_least, number_in
-from budgetlab.errors import ParameterError
-from budgetlab.memory import check_tp, kv_bytes_per_token, weight_bytes_per_gpu
-from budgetlab.specs import Batch, HardwareSpec, ModelSpec
+from budgetlab.errors import ConfigError, ParameterError
+from budgetlab.memory import (
+    QUANTIZED_BYTES_PER_WEIGHT,
+    activation_dtype_bytes,
+    check_tp,
+    embedding_params,
+    kv_bytes_per_token,
+    kv_dtype_bytes,
+    weight_bytes,
+    weight_bytes_per_gpu,
+)
+from budgetlab.specs import DTYPES, KV_CACHE_DTYPES, QUANTIZATIONS, Batch, EngineConfig, HardwareSpec, ModelSpec
 
 __all__ = ["CalibratedCost", "TYPICAL"]
 
@@ -133,7 +171,20 @@ class CalibratedCost:
     model : ModelSpec
         The model: parameters, layers, widths, heads, experts, ``dtype_bytes``.
     tp : int
-        Tensor-parallel GPUs [count], >= 1; must divide ``num_attention_heads``.
+        Tensor-parallel GPUs [count], >= 1; must divide ``num_attention_heads``
+        (``EngineConfig.tensor_parallel_size``).
+    dtype : str
+        Weights' and activations' dtype, one of :data:`~budgetlab.specs.DTYPES` (vLLM's
+        ``--dtype``); ``"auto"`` keeps the model's ``dtype_bytes``. It sets the bytes of
+        unquantized weights, of the embedding and output projection, of the all-reduce and of
+        an ``"auto"`` KV cache; the FLOP roof stays the 16-bit one.
+    kv_cache_dtype : str
+        KV-cache element type, one of :data:`~budgetlab.specs.KV_CACHE_DTYPES` (vLLM's
+        ``--kv-cache-dtype``): an fp8 cache halves the KV bytes every step reads (of a 16-bit
+        model).
+    quantization : {None, "fp8", "int8", "int4"}
+        Stored format of the linear layers' weights (:data:`~budgetlab.specs.QUANTIZATIONS`):
+        it shrinks the weight read (see the module docstring), not the math.
     step_overhead_s : float
         Fixed time every step adds [s], >= 0.
     layer_overhead_s : float
@@ -163,8 +214,10 @@ class CalibratedCost:
     ----------
     weight_read_s : float
         Time to read all of one GPU's weights at the achieved bandwidth [s]:
-        ``num_params × dtype_bytes / tp / (bandwidth × bandwidth_efficiency)``. For a
-        mixture-of-experts model with ``moe=True`` a step reads less (see :meth:`weight_bytes`).
+        :func:`~budgetlab.memory.weight_bytes_per_gpu` ``(model, tp=tp, dtype=dtype,
+        quantization=quantization) / (bandwidth × bandwidth_efficiency)`` (``num_params ×
+        dtype_bytes / tp / ...`` unquantized). For a mixture-of-experts model with
+        ``moe=True`` a step reads less (see :meth:`weight_bytes`).
     per_token_s : float
         Linear-layer math per token at the achieved FLOP rate [s]:
         ``2 × P / (peak_flops × flop_efficiency × tp)``.
@@ -175,11 +228,18 @@ class CalibratedCost:
     >>> cost = CalibratedCost.typical(hardware("h100-sxm"), model("llama-2-7b"))
     >>> round(cost.with_(attention=False).step_time_s(2048) * 1e3, 1)  # Vidur measured 40.4
     40.9
+    >>> from budgetlab.specs import EngineConfig
+    >>> engine = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=256, quantization="fp8")
+    >>> round(CalibratedCost.typical(hardware("h100-sxm"), model("llama-3.1-8b"), engine=engine).weight_read_s * 1e3, 2)
+    3.39
     """
 
     hardware: HardwareSpec
     model: ModelSpec
     tp: int = 1
+    dtype: str = "auto"
+    kv_cache_dtype: str = "auto"
+    quantization: str | None = None
     step_overhead_s: float = 0.0
     layer_overhead_s: float = 0.0
     bandwidth_efficiency: float = 1.0
@@ -204,10 +264,21 @@ class CalibratedCost:
         bandwidth = hw.mem_bandwidth_bytes_per_s * self.bandwidth_efficiency
         flop_rate = hw.dense_bf16_flops_per_s * self.flop_efficiency * self.tp
         # Same operations, same order as IdealCost: x / 1 and x * 1.0 are exact.
-        object.__setattr__(self, "weight_read_s", weight_bytes_per_gpu(m, tp=self.tp) / bandwidth)
+        replica_bytes = weight_bytes_per_gpu(m, tp=self.tp, dtype=self.dtype, quantization=self.quantization)
+        object.__setattr__(self, "weight_read_s", replica_bytes / bandwidth)
         object.__setattr__(self, "per_token_s", self.flops_per_token / flop_rate)
         moe = self._moe_active
         expert = self._expert_params_all_layers if moe else 0.0
+        shared = m.num_params - m.num_experts * expert
+        full = float(activation_dtype_bytes(m, self.dtype))
+        if self.quantization is None:
+            shared_bytes, expert_bytes = shared * full, expert * full
+        else:
+            quantized = QUANTIZED_BYTES_PER_WEIGHT[self.quantization]
+            kept = min(float(embedding_params(m)), shared)  # embedding + output projection, in dtype
+            shared_bytes = kept * full + (shared - kept) * quantized
+            expert_bytes = expert * quantized
+        kv_bytes = kv_bytes_per_token(m, tp=self.tp, dtype=self.dtype, kv_cache_dtype=self.kv_cache_dtype)
         ring = 2.0 * (self.tp - 1) / self.tp
         link = hw.interconnect_bandwidth_bytes_per_s
         object.__setattr__(
@@ -217,20 +288,19 @@ class CalibratedCost:
                 overhead_s=self.step_overhead_s + m.num_layers * self.layer_overhead_s,
                 bandwidth=bandwidth,
                 kv_reads=bool(self.kv_reads),
-                kv_s_per_token=kv_bytes_per_token(m, tp=self.tp) / bandwidth,
+                kv_s_per_token=kv_bytes / bandwidth,
                 attention=bool(self.attention),
                 attention_s_per_pair=self.attention_flops_per_pair / flop_rate,
                 tile_tokens=self.tile_tokens,
                 knee_overlap_loss=float(self.knee_overlap_loss),
                 all_reduce=self.tp > 1 and bool(self.all_reduce),
                 all_reduce_fixed_s=2.0 * m.num_layers * hw.interconnect_latency_s,
-                all_reduce_per_token_s=2.0 * m.num_layers * ring * m.hidden_size * m.dtype_bytes / link,
+                all_reduce_per_token_s=2.0 * m.num_layers * ring * m.hidden_size * full / link,
                 moe=moe,
                 num_experts=float(m.num_experts),
                 miss_fraction=1.0 - m.num_experts_per_token / m.num_experts,
-                shared_params=m.num_params - m.num_experts * expert,
-                expert_params=expert,
-                dtype_bytes=float(m.dtype_bytes),
+                shared_bytes=shared_bytes,
+                expert_bytes=expert_bytes,
             ),
         )
 
@@ -240,6 +310,7 @@ class CalibratedCost:
         if not isinstance(self.model, ModelSpec):
             raise ParameterError(f"model must be a ModelSpec, got {type(self.model).__name__}")
         check_tp(self.model, self.tp)
+        self._validate_deployment()
         for name in ("step_overhead_s", "layer_overhead_s"):
             number_in(name, getattr(self, name), low=0.0, what="seconds >= 0")
         for name in ("bandwidth_efficiency", "flop_efficiency"):
@@ -264,13 +335,43 @@ class CalibratedCost:
                     "token; check the catalog row, or pass moe=False"
                 )
 
+    def _validate_deployment(self) -> None:
+        """``dtype``, ``kv_cache_dtype`` and ``quantization`` as EngineConfig accepts them."""
+        for name, allowed in (("dtype", DTYPES), ("kv_cache_dtype", KV_CACHE_DTYPES)):
+            value = getattr(self, name)
+            if not isinstance(value, str) or value not in allowed:
+                raise ConfigError(
+                    f"CalibratedCost {name} must be one of {', '.join(allowed)} (as EngineConfig's "
+                    f"{name}), got {value!r}; build the cost for an engine with "
+                    "CalibratedCost.typical(hw, model, engine=engine) or cost.for_engine(engine)"
+                )
+        if self.quantization is not None and (
+            not isinstance(self.quantization, str) or self.quantization not in QUANTIZATIONS
+        ):
+            names = ", ".join(repr(q) for q in QUANTIZATIONS)
+            raise ConfigError(
+                f"CalibratedCost quantization must be one of {names} (as EngineConfig's "
+                f"quantization), got {self.quantization!r}"
+            )
+        # The memory model's own checks (the same messages as kv_capacity's).
+        activation_dtype_bytes(self.model, self.dtype)
+        kv_dtype_bytes(self.model, dtype=self.dtype, kv_cache_dtype=self.kv_cache_dtype)
+        weight_bytes(self.model, dtype=self.dtype, quantization=self.quantization)
+
     @classmethod
     def ideal(cls, hardware: HardwareSpec, model: ModelSpec) -> CalibratedCost:
         """Every extra off and efficiencies 1: equals ``IdealCost(hardware, model)`` exactly."""
         return cls(hardware=hardware, model=model)
 
     @classmethod
-    def typical(cls, hardware: HardwareSpec, model: ModelSpec, *, tp: int = 1) -> CalibratedCost:
+    def typical(
+        cls,
+        hardware: HardwareSpec,
+        model: ModelSpec,
+        *,
+        tp: int | None = None,
+        engine: EngineConfig | None = None,
+    ) -> CalibratedCost:
         """Typical efficiencies and overheads of a vLLM-class engine on a datacenter GPU.
 
         Every term is on (attention, KV reads, mixture of experts; all-reduce when ``tp > 1``)
@@ -313,10 +414,61 @@ class CalibratedCost:
         ----------
         hardware : HardwareSpec
         model : ModelSpec
-        tp : int
-            Tensor-parallel GPUs [count].
+        tp : int or None
+            Tensor-parallel GPUs [count]; ``None``: the engine's ``tensor_parallel_size``, or 1
+            without an engine.
+        engine : EngineConfig or None
+            The deployment to price: ``tensor_parallel_size``, ``dtype``, ``kv_cache_dtype``
+            and ``quantization`` are taken from it (:meth:`for_engine`), so the cost describes
+            the same deployment the engine's KV pool is sized for. ``None``: one GPU, the
+            model's dtype, no quantization.
+
+        Raises
+        ------
+        ConfigError
+            ``tp`` and ``engine`` both given and disagreeing.
+
+        Examples
+        --------
+        >>> from budgetlab.catalog import hardware, model
+        >>> from budgetlab.specs import EngineConfig
+        >>> engine = EngineConfig(max_num_batched_tokens=8192, max_num_seqs=256, tensor_parallel_size=2)
+        >>> CalibratedCost.typical(hardware("h100-sxm"), model("llama-3.1-70b"), engine=engine).tp
+        2
         """
-        return cls(hardware=hardware, model=model, tp=tp, **TYPICAL)
+        if engine is None:
+            return cls(hardware=hardware, model=model, tp=1 if tp is None else tp, **TYPICAL)
+        if not isinstance(engine, EngineConfig):
+            raise ParameterError(f"engine must be an EngineConfig or None, got {type(engine).__name__}")
+        if tp is not None and tp != engine.tensor_parallel_size:
+            raise ConfigError(
+                f"CalibratedCost.typical got tp={tp!r} but engine tensor_parallel_size="
+                f"{engine.tensor_parallel_size}: they describe different deployments. Pass one of "
+                "them (engine= alone takes tp from the engine)"
+            )
+        return cls(hardware=hardware, model=model, **TYPICAL).for_engine(engine)
+
+    def for_engine(self, engine: EngineConfig) -> CalibratedCost:
+        """A copy priced for ``engine``'s deployment; validated again.
+
+        ``tp`` becomes ``engine.tensor_parallel_size``, and ``dtype``, ``kv_cache_dtype`` and
+        ``quantization`` the engine's fields of those names; every other field is kept.
+
+        Raises
+        ------
+        ParameterError
+            ``engine`` is not an EngineConfig, or its ``tensor_parallel_size`` does not divide
+            the model's attention heads.
+        """
+        if not isinstance(engine, EngineConfig):
+            raise ParameterError(f"engine must be an EngineConfig, got {type(engine).__name__}")
+        return dataclasses.replace(
+            self,
+            tp=engine.tensor_parallel_size,
+            dtype=engine.dtype,
+            kv_cache_dtype=engine.kv_cache_dtype,
+            quantization=engine.quantization,
+        )
 
     def with_(self, **changes: Any) -> CalibratedCost:
         """A copy with some fields changed (``cost.with_(attention=False)``); validated again."""
@@ -374,16 +526,17 @@ class CalibratedCost:
     def weight_bytes(self, num_tokens: ArrayLike) -> np.ndarray | float:
         """Weight bytes a step of ``num_tokens`` tokens reads, over all GPUs [B] (vectorized).
 
-        ``num_params × dtype_bytes`` for a dense model; for a mixture of experts with
-        ``moe=True``, ``(shared + layers × D(n) × expert) × dtype_bytes``.
+        :func:`budgetlab.memory.weight_bytes` (``num_params × dtype_bytes`` unquantized) for a
+        dense model; for a mixture of experts with ``moe=True``, ``shared_bytes + layers × D(n)
+        × expert_bytes`` (see the module docstring for the split under ``quantization``).
         """
         tokens = np.asarray(num_tokens, dtype=float)
         c = self._constants
         if not c.moe:
-            out = np.full(tokens.shape, self.model.weight_bytes)
+            out = np.full(tokens.shape, weight_bytes(self.model, dtype=self.dtype, quantization=self.quantization))
         else:
             experts = np.asarray(self.expected_experts(tokens))
-            out = (c.shared_params + experts * c.expert_params) * c.dtype_bytes
+            out = c.shared_bytes + experts * c.expert_bytes
         return float(out) if out.ndim == 0 else out
 
     def weight_bytes_per_gpu(self, num_tokens: ArrayLike) -> np.ndarray | float:
@@ -395,8 +548,8 @@ class CalibratedCost:
     def all_reduce_s(self, num_tokens: ArrayLike) -> np.ndarray | float:
         """Time of the step's all-reduces [s] (vectorized): 0 without tensor parallelism.
 
-        ``2 × layers × (2 (tp − 1) / tp × n × hidden × dtype_bytes / link_bandwidth +
-        link_latency)``.
+        ``2 × layers × (2 (tp − 1) / tp × n × hidden × b / link_bandwidth + link_latency)``,
+        ``b`` the bytes of ``dtype``.
         """
         tokens = np.asarray(num_tokens, dtype=float)
         c = self._constants
@@ -445,7 +598,7 @@ class CalibratedCost:
             return self.weight_read_s
         if isinstance(tokens, float):
             experts = c.num_experts * (1.0 - math.pow(c.miss_fraction, tokens))
-            return ((c.shared_params + experts * c.expert_params) * c.dtype_bytes) / self.tp / c.bandwidth
+            return (c.shared_bytes + experts * c.expert_bytes) / self.tp / c.bandwidth
         return np.asarray(self.weight_bytes_per_gpu(tokens)) / c.bandwidth
 
     # ----------------------------------------------------------------------------------------
@@ -539,6 +692,5 @@ class _Constants:
     moe: bool
     num_experts: float
     miss_fraction: float
-    shared_params: float
-    expert_params: float
-    dtype_bytes: float
+    shared_bytes: float
+    expert_bytes: float

@@ -9,6 +9,10 @@ An experiment runs many hardware × model pairs, so it takes a cost model as a *
   module-level function; it must be importable to run in worker processes);
 * a cost-model instance, used as is (if it prices a named pair, that must be the point's).
 
+Given the engine (``make_cost(spec, hw, model, engine=engine)``), a name prices that engine's
+deployment (``tensor_parallel_size``, ``dtype``, ``kv_cache_dtype``, ``quantization``), the
+one its KV pool is sized for, so :func:`budgetlab.simulate` gets a cost that agrees with it.
+
 :func:`cost_label` is the name a table's ``cost`` column shows; :func:`check_cost` validates a
 spec before any work starts.
 """
@@ -23,7 +27,8 @@ from budgetlab.cost.calibrated import CalibratedCost
 from budgetlab.cost.protocol import CostModel, hardware_of, model_of
 from budgetlab.cost.roofline import IdealCost
 from budgetlab.errors import ParameterError
-from budgetlab.specs import HardwareSpec, ModelSpec
+from budgetlab.memory import activation_dtype_bytes, kv_dtype_bytes
+from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
 
 __all__ = ["COST_NAMES", "CostSpec", "CostFactory", "make_cost", "cost_label", "check_cost"]
 
@@ -41,7 +46,9 @@ hardware and model."""
 _ANY_COST = "cost must be 'ideal', 'typical', a factory (hardware, model) -> cost model, or a cost model"
 
 
-def make_cost(cost: CostSpec, hardware: HardwareSpec, model: ModelSpec) -> CostModel:
+def make_cost(
+    cost: CostSpec, hardware: HardwareSpec, model: ModelSpec, *, engine: EngineConfig | None = None
+) -> CostModel:
     """The cost model a sweep point simulates with.
 
     Parameters
@@ -52,6 +59,16 @@ def make_cost(cost: CostSpec, hardware: HardwareSpec, model: ModelSpec) -> CostM
         as ``cost(hardware, model)``, or an instance (used as is; if it carries ``hardware``
         and ``model`` they must be the point's).
     hardware, model : HardwareSpec, ModelSpec
+    engine : EngineConfig or None
+        The engine the cost will be simulated with. A name then prices its deployment:
+        ``"typical"`` is ``CalibratedCost.typical(hardware, model, engine=engine)``;
+        ``"ideal"`` stays :class:`~budgetlab.cost.IdealCost` for the seeds' deployment (one
+        GPU, the model's dtype, no quantization, a KV cache in that dtype) and is otherwise
+        ``CalibratedCost.ideal(hardware, model).for_engine(engine)`` (the same idealized
+        roofline on that deployment: efficiencies 1, no overheads, the all-reduce once
+        ``tensor_parallel_size > 1``). Factories and instances are not changed: the
+        simulator refuses one that describes another deployment. ``None``: the seeds'
+        deployment, as before.
 
     Raises
     ------
@@ -59,12 +76,16 @@ def make_cost(cost: CostSpec, hardware: HardwareSpec, model: ModelSpec) -> CostM
         An unknown name, a factory that returns no cost model, or an instance built for other
         hardware or another model.
     """
+    if engine is not None and not isinstance(engine, EngineConfig):
+        raise ParameterError(f"engine must be an EngineConfig or None, got {type(engine).__name__}")
     if isinstance(cost, str):
         key = cost.strip().lower()
         if key == "ideal":
-            return IdealCost(hardware, model)
+            if engine is None or _is_seeds_deployment(model, engine):
+                return IdealCost(hardware, model)
+            return CalibratedCost.ideal(hardware, model).for_engine(engine)
         if key == "typical":
-            return CalibratedCost.typical(hardware, model)
+            return CalibratedCost.typical(hardware, model, engine=engine)
         raise _unknown_cost(cost)
     if not isinstance(cost, type) and isinstance(cost, CostModel):
         for name, own, wanted in (("hardware", hardware_of(cost), hardware), ("model", model_of(cost), model)):
@@ -85,6 +106,18 @@ def make_cost(cost: CostSpec, hardware: HardwareSpec, model: ModelSpec) -> CostM
             )
         return made
     raise ParameterError(f"{_ANY_COST}, got {cost!r}")
+
+
+def _is_seeds_deployment(model: ModelSpec, engine: EngineConfig) -> bool:
+    """Whether ``engine`` deploys ``model`` as :class:`IdealCost` prices it: one GPU, weights,
+    activations and KV in the model's ``dtype_bytes``, no quantization."""
+    own = int(model.dtype_bytes)
+    return (
+        engine.tensor_parallel_size == 1
+        and engine.quantization is None
+        and activation_dtype_bytes(model, engine.dtype) == own
+        and kv_dtype_bytes(model, dtype=engine.dtype, kv_cache_dtype=engine.kv_cache_dtype) == own
+    )
 
 
 def _unknown_cost(cost: str) -> ParameterError:

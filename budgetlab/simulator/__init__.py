@@ -134,7 +134,7 @@ from typing import Any
 import pandas as pd
 
 from budgetlab.cost import CostModel, hardware_of, model_of
-from budgetlab.simulator.inputs import check_requests_fit, kv_pool_blocks, request_table
+from budgetlab.simulator.inputs import check_cost_matches_engine, check_requests_fit, kv_pool_blocks, request_table
 from budgetlab.simulator.loop import SIM_MODES, RunOptions, SimMode, run
 from budgetlab.simulator.state import STEP_KINDS, new_state
 from budgetlab.simulator.trace import RESULT_COLUMNS, STEP_COLUMNS, Trace, build_trace
@@ -233,6 +233,7 @@ def simulate_with(
             f"cost must be a step-cost model with batch_time_s(batch) (IdealCost, ConstantCost, "
             f"...), got {type(cost).__name__}"
         )
+    check_cost_matches_engine(cost, engine)
     table = request_table(requests)
     num_blocks = kv_pool_blocks(
         engine,

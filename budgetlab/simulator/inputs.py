@@ -6,7 +6,9 @@ arrays (in input order) and checks ids, arrival times, token counts and prioriti
 message per problem.
 :func:`check_requests_fit` rejects, before anything runs, the requests vLLM would reject or
 could never finish (``shared/reference/vllm-v1-scheduling.md``, "Capacity and configuration").
-:func:`kv_pool_blocks` sizes the KV pool with :func:`budgetlab.memory.num_kv_blocks`.
+:func:`kv_pool_blocks` sizes the KV pool with :func:`budgetlab.memory.num_kv_blocks`, and
+:func:`check_cost_matches_engine` makes sure the cost model prices the deployment that pool is
+sized for (issue 11: one place for the deployment).
 
 The DataFrame path is vectorized (a 20,000-row trace is checked in milliseconds), which is why
 it does not go through :func:`budgetlab.workload.requests_from_frame` (one ``Request`` per row).
@@ -23,13 +25,24 @@ import numpy as np
 import pandas as pd
 
 from budgetlab import memory
-from budgetlab.errors import ParameterError, RequestTooLargeError
+from budgetlab.cost import IdealCost, model_of
+from budgetlab.errors import ConfigError, ParameterError, RequestTooLargeError
 from budgetlab.simulator.state import blocks_for_tokens_array
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
 from budgetlab.workload import REQUEST_COLUMNS as INPUT_COLUMNS
 from budgetlab.workload.frames import PREFIX_ID_COLUMN, PREFIX_TOKENS_COLUMN, PRIORITY_COLUMN
 
-__all__ = ["RequestTable", "request_table", "check_requests_fit", "kv_pool_blocks", "INPUT_COLUMNS"]
+__all__ = [
+    "RequestTable",
+    "request_table",
+    "check_requests_fit",
+    "kv_pool_blocks",
+    "check_cost_matches_engine",
+    "INPUT_COLUMNS",
+]
+
+_DEPLOYMENT_FIELDS = ("tp", "dtype", "kv_cache_dtype", "quantization")
+"""The cost-model attributes that describe a deployment (those of CalibratedCost)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -252,6 +265,75 @@ def kv_pool_blocks(
             f"{error}. Pass hardware= and model= to simulate(), use a cost model that carries "
             f"them (IdealCost does; {cost_name} does not), or set EngineConfig(num_kv_blocks=...)"
         ) from error
+
+
+def check_cost_matches_engine(cost: object, engine: EngineConfig) -> None:
+    """Refuse a cost model that prices another deployment than the engine's.
+
+    The engine's ``tensor_parallel_size``, ``dtype``, ``kv_cache_dtype`` and ``quantization``
+    size the KV pool (:func:`budgetlab.memory.kv_capacity`); a cost model that knows its model
+    prices the weight and KV reads of a deployment too, and the two must be the same one:
+
+    * a cost with any of the attributes ``tp``, ``dtype``, ``kv_cache_dtype``,
+      ``quantization`` (:class:`~budgetlab.cost.CalibratedCost`) is compared field by field,
+      a missing one counting as its default (1, ``"auto"``, ``"auto"``, None);
+    * an :class:`~budgetlab.cost.IdealCost` is the seeds' deployment: ``tp`` 1, ``dtype`` and
+      ``kv_cache_dtype`` ``"auto"``, no quantization;
+    * a cost without a :class:`~budgetlab.specs.ModelSpec` ``model`` (ConstantCost,
+      table-driven or hand-written models) is not checked.
+
+    ``tp`` and ``quantization`` must be equal; the dtypes must give the same bytes per element
+    (:func:`budgetlab.memory.activation_dtype_bytes`, :func:`budgetlab.memory.kv_dtype_bytes`),
+    so ``"auto"`` and ``"bfloat16"`` agree for a 16-bit model, as in vLLM.
+
+    Raises
+    ------
+    ConfigError
+        The deployments differ; the message names both values and the fix.
+    """
+    model = model_of(cost)
+    if model is None:
+        return
+    if any(hasattr(cost, name) for name in _DEPLOYMENT_FIELDS):
+        tp = getattr(cost, "tp", 1)
+        dtype = getattr(cost, "dtype", "auto")
+        kv_cache_dtype = getattr(cost, "kv_cache_dtype", "auto")
+        quantization = getattr(cost, "quantization", None)
+    elif isinstance(cost, IdealCost):
+        tp, dtype, kv_cache_dtype, quantization = 1, "auto", "auto", None
+    else:
+        return
+    differences = []
+    if tp != engine.tensor_parallel_size:
+        differences.append(f"cost tp={tp!r}, engine tensor_parallel_size={engine.tensor_parallel_size}")
+    cost_bytes = memory.activation_dtype_bytes(model, dtype)
+    engine_bytes = memory.activation_dtype_bytes(model, engine.dtype)
+    if cost_bytes != engine_bytes:
+        differences.append(f"cost dtype={dtype!r} ({cost_bytes} B), engine dtype={engine.dtype!r} ({engine_bytes} B)")
+    cost_kv = memory.kv_dtype_bytes(model, dtype=dtype, kv_cache_dtype=kv_cache_dtype)
+    engine_kv = memory.kv_dtype_bytes(model, dtype=engine.dtype, kv_cache_dtype=engine.kv_cache_dtype)
+    if cost_kv != engine_kv:
+        differences.append(
+            f"cost kv_cache_dtype={kv_cache_dtype!r} ({cost_kv} B per element), engine "
+            f"kv_cache_dtype={engine.kv_cache_dtype!r} ({engine_kv} B)"
+        )
+    if quantization != engine.quantization:
+        differences.append(f"cost quantization={quantization!r}, engine quantization={engine.quantization!r}")
+    if not differences:
+        return
+    name = type(cost).__name__
+    ideal = (
+        f" ({name} is the seeds' single-GPU 16-bit roofline; make_cost('ideal', hw, model, "
+        "engine=engine) is the idealized roofline of the engine's deployment)"
+        if isinstance(cost, IdealCost) and not hasattr(cost, "for_engine")
+        else ""
+    )
+    raise ConfigError(
+        f"the cost model ({name} for {model.name}) describes another deployment than the engine, "
+        f"whose KV pool is sized for its own: {'; '.join(differences)}. Price the engine's "
+        "deployment: build it with CalibratedCost.typical(hw, model, engine=engine) or "
+        f"cost.for_engine(engine){ideal}."
+    )
 
 
 def check_requests_fit(table: RequestTable, engine: EngineConfig, num_blocks: int) -> None:
