@@ -19,25 +19,28 @@ def test_kv_capacity_table_and_memory_split(h100, llama8b):
 
     cap = kv_capacity(h100, llama8b, EngineConfig(max_num_batched_tokens=2048, max_num_seqs=256))
     table = charts.kv_capacity_table(cap)
-    assert table.loc["KV cache in tokens", "Amount"] == "464,864 tokens"
+    assert table.loc["KV cache in tokens", "Amount"] == f"{cap.num_tokens:,} tokens"
     assert table.loc["KV bytes per token", "Amount"] == "128 KiB"
+    assert table.loc["Memory CUDA reports", "Amount"] == "79.19 GiB"
+    assert table.loc["Non-torch memory (CUDA context)", "Amount"] == "0.25 GiB"
+    assert "Activation peak (the sampler pass of the profile run)" in table.index
     split = charts.memory_split_frame(cap)
-    assert split.part.tolist() == ["weights", "activations", "kv"]
+    assert split.part.tolist() == ["weights", "non_torch", "activations", "kv"]
     assert split.fraction.sum() == pytest.approx(1.0)
-    assert "Usable GPU memory [GB]" in titles(spec_of(charts.memory_split_chart(split)))
+    assert "Usable GPU memory [GiB]" in titles(spec_of(charts.memory_split_chart(split)))
 
 
 def test_kv_budget_chart_draws_the_models_frame(h100, llama8b):
-    from budgetlab import kv_by_budget
+    from budgetlab import EngineConfig, kv_by_budget
 
-    frame = kv_by_budget(h100, llama8b, [256, 2048, 8192], max_num_seqs=256)
+    frame = kv_by_budget(h100, llama8b, [256, 2048, 8192], EngineConfig(max_num_batched_tokens=2048, max_num_seqs=256))
     spec = spec_of(charts.kv_budget_chart(frame, budget_tokens=2048))
     assert "KV cache [tokens]" in titles(spec) and num_rows(spec) < charts.MAX_ROWS
     rows = [row for values in spec["datasets"].values() for row in values]
     assert all("budget_tokens" not in row for row in rows)  # the budget is max_num_batched_tokens
     picked = [row for values in spec["datasets"].values() if len(values) == 1 for row in values]
     assert [row["max_num_batched_tokens"] for row in picked] == [2048]  # the highlighted budget
-    assert picked[0]["kv_gb"] == pytest.approx(picked[0]["kv_bytes"] / 1e9)
+    assert picked[0]["kv_gib"] == pytest.approx(picked[0]["kv_bytes"] / 2**30)
     unmarked = spec_of(charts.kv_budget_chart(frame, budget_tokens=4096))  # not in the frame: no mark
     assert all(len(values) == 3 for values in unmarked["datasets"].values())
 

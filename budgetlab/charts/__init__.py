@@ -102,6 +102,7 @@ from budgetlab.charts.step_cost import (
 )
 from budgetlab.charts.style import MAX_ROWS, PALETTE
 from budgetlab.charts.tables import (
+    activation_fit_table,
     budget_payoff_table,
     budget_sweep_table,
     calibration_parameters_table,
@@ -109,6 +110,8 @@ from budgetlab.charts.tables import (
     capacity_table,
     hardware_comparison_table,
     kv_capacity_table,
+    kv_log_check_table,
+    memory_levers_table,
     moe_table,
     policy_comparison_table,
     sim_cases_table,
@@ -128,6 +131,7 @@ from budgetlab.text import (
     fmt_flops_rate,
     fmt_gb,
     fmt_gflop,
+    fmt_gib,
     fmt_int,
     fmt_latency,
     fmt_ms,
@@ -151,6 +155,7 @@ __all__ = [
     "fmt_duration",
     "fmt_flops_rate",
     "fmt_gb",
+    "fmt_gib",
     "fmt_gflop",
     "fmt_int",
     "fmt_latency",
@@ -221,7 +226,10 @@ __all__ = [
     "candidates_table",
     "capacity_table",
     "hardware_comparison_table",
+    "activation_fit_table",
     "kv_capacity_table",
+    "kv_log_check_table",
+    "memory_levers_table",
     "moe_table",
     "policy_comparison_table",
     "sim_cases_table",

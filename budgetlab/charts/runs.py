@@ -32,7 +32,8 @@ from budgetlab.text import fmt_latency
 
 _MEMORY_PARTS = {
     "weights": ("model weights", PALETTE["muted"]),
-    "activations": ("activations (peak, for the budget)", PALETTE["prompt"]),
+    "non_torch": ("non-torch (CUDA context, NCCL)", PALETTE["unused"]),
+    "activations": ("activation peak (profile run)", PALETTE["prompt"]),
     "kv": ("KV cache", PALETTE["decode"]),
 }
 
@@ -41,9 +42,11 @@ if TYPE_CHECKING:  # types only: charts import no simulator code
 
 
 def memory_split_frame(capacity: KVCapacity) -> pd.DataFrame:
-    """The usable memory split into weights, activations and KV cache: three rows."""
+    """The usable memory split into weights, non-torch memory, activations and KV cache: four
+    rows (``part``, ``part_label``, ``bytes``, ``gib``, ``fraction``, ``order``)."""
     values = {
         "weights": capacity.weight_bytes,
+        "non_torch": capacity.non_torch_bytes,
         "activations": capacity.activation_bytes,
         "kv": capacity.kv_bytes,
     }
@@ -54,20 +57,20 @@ def memory_split_frame(capacity: KVCapacity) -> pd.DataFrame:
             "bytes": list(values.values()),
         }
     )
-    frame["gb"] = frame["bytes"] / 1e9
+    frame["gib"] = frame["bytes"] / 2**30
     frame["fraction"] = frame["bytes"] / capacity.usable_bytes
     frame["order"] = np.arange(len(frame))
     return frame
 
 
 def memory_split_chart(frame: pd.DataFrame, *, title: str = "") -> alt.Chart:
-    """One horizontal bar: the usable GPU memory as weights, activations and KV cache."""
+    """One horizontal bar: the usable GPU memory as weights, non-torch, activations and KV cache."""
     labels = list(frame.part_label)
     return (
         alt.Chart(frame)
         .mark_bar(height=34)
         .encode(
-            x=alt.X("gb:Q", title="Usable GPU memory [GB]", stack="zero"),
+            x=alt.X("gib:Q", title="Usable GPU memory [GiB]", stack="zero"),
             color=alt.Color(
                 "part_label:N",
                 title="",
@@ -78,7 +81,7 @@ def memory_split_chart(frame: pd.DataFrame, *, title: str = "") -> alt.Chart:
             order=alt.Order("order:Q"),
             tooltip=[
                 alt.Tooltip("part_label:N", title="part"),
-                alt.Tooltip("gb:Q", title="GB", format=",.2f"),
+                alt.Tooltip("gib:Q", title="GiB", format=",.2f"),
                 alt.Tooltip("fraction:Q", title="share", format=".1%"),
             ],
         )
@@ -99,14 +102,14 @@ def kv_budget_chart(frame: pd.DataFrame, *, budget_tokens: int | None = None, ti
     title : str
     """
     _check_rows(len(frame))
-    frame = frame.assign(activation_gb=frame.activation_bytes / 1e9, kv_gb=frame.kv_bytes / 1e9)
+    frame = frame.assign(activation_gib=frame.activation_bytes / 2**30, kv_gib=frame.kv_bytes / 2**30)
     base = alt.Chart(frame).encode(
         x=_budget_x(),
         y=alt.Y("kv_tokens:Q", title="KV cache [tokens]", scale=alt.Scale(zero=False), axis=alt.Axis(format="~s")),
         tooltip=[
             alt.Tooltip("max_num_batched_tokens:Q", title="budget [tokens]", format=TOKENS_FORMAT),
-            alt.Tooltip("activation_gb:Q", title="activations [GB]", format=",.2f"),
-            alt.Tooltip("kv_gb:Q", title="KV cache [GB]", format=",.2f"),
+            alt.Tooltip("activation_gib:Q", title="activation peak [GiB]", format=",.2f"),
+            alt.Tooltip("kv_gib:Q", title="KV cache [GiB]", format=",.2f"),
             alt.Tooltip("kv_tokens:Q", title="KV cache [tokens]", format=TOKENS_FORMAT),
             alt.Tooltip("kv_tokens_lost:Q", title="KV tokens lost vs the smallest budget", format=TOKENS_FORMAT),
         ],

@@ -17,7 +17,7 @@ from budgetlab.charts.load import _PHASES
 from budgetlab.charts.runs import _POLICY_METRICS
 from budgetlab.charts.style import _check_table_rows
 from budgetlab.memory import KVCapacity
-from budgetlab.text import fmt_gb, fmt_int, fmt_latency, fmt_percent, fmt_tokens, metric_label
+from budgetlab.text import fmt_gib, fmt_int, fmt_latency, fmt_percent, fmt_tokens, metric_label
 from budgetlab.workload import SweepWorkload
 from budgetlab.workload.frames import workload_stats
 
@@ -238,21 +238,24 @@ def budget_payoff_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def kv_capacity_table(capacity: KVCapacity) -> pd.DataFrame:
-    """A :class:`~budgetlab.memory.KVCapacity` for reading: where the usable memory goes."""
+    """A :class:`~budgetlab.memory.KVCapacity` for reading: where one GPU's memory goes (GiB)."""
     usable = capacity.usable_bytes
+    share = capacity.terms().set_index("term")["fraction_of_usable"]
+    pass_name = capacity.activation.binding_pass
     rows = [
-        ("Usable memory (total × gpu_memory_utilization)", fmt_gb(usable, 2), fmt_percent(1.0)),
-        ("Model weights", fmt_gb(capacity.weight_bytes, 2), fmt_percent(capacity.weight_bytes / usable)),
-        (
-            "Activations (estimated peak for the budget)",
-            fmt_gb(capacity.activation_bytes, 2),
-            fmt_percent(capacity.activation_bytes / usable),
-        ),
-        ("KV cache", fmt_gb(capacity.kv_bytes, 2), fmt_percent(capacity.kv_fraction)),
+        ("Memory CUDA reports", fmt_gib(capacity.reported_memory_bytes), ""),
+        ("Usable (× gpu_memory_utilization)", fmt_gib(usable), fmt_percent(1.0)),
+        ("Model weights" + ("" if capacity.tp == 1 else " (this GPU's share)"), fmt_gib(capacity.weight_bytes),
+         fmt_percent(capacity.weight_bytes / usable)),
+        ("Non-torch memory (CUDA context" + (", NCCL)" if capacity.tp > 1 else ")"),
+         fmt_gib(capacity.non_torch_bytes), fmt_percent(capacity.non_torch_bytes / usable)),
+        (f"Activation peak (the {pass_name} pass of the profile run)", fmt_gib(capacity.activation_bytes),
+         fmt_percent(capacity.activation_bytes / usable)),
+        ("KV cache", fmt_gib(capacity.kv_bytes), fmt_percent(float(share["KV cache"]))),
         ("KV bytes per token", f"{capacity.kv_bytes_per_token / 2**10:,.0f} KiB", ""),
         ("KV cache in tokens", fmt_tokens(capacity.num_tokens), ""),
         ("KV cache in blocks", f"{fmt_int(capacity.num_blocks)} blocks of {capacity.block_size} tokens", ""),
-    ]
+    ]  # fmt: skip
     return pd.DataFrame(rows, columns=["", "Amount", "Share of usable memory"]).set_index("")
 
 
@@ -399,3 +402,59 @@ def slo_check_table(frame: pd.DataFrame) -> pd.DataFrame:
             "Met": np.where(frame.meets, "yes", "**no**"),
         }
     ).set_index("Offered load [requests/s]")
+
+
+def kv_log_check_table(compared: pd.DataFrame) -> pd.DataFrame:
+    """:attr:`KVLogCheck.compared <budgetlab.experiments.kv_logs.KVLogCheck>` for reading: one row
+    per real vLLM start-up, logged next to predicted."""
+    _check_table_rows(len(compared))
+    return pd.DataFrame(
+        {
+            "Log row": compared.row_id.to_numpy(),
+            "Model": compared.model.to_numpy(),
+            "TP": compared.tp.to_numpy(),
+            "Weights": compared.quantization.fillna("16-bit").to_numpy(),
+            "KV logged [GiB]": compared.available_kv_gib_logged.map(lambda v: f"{v:,.2f}").to_numpy(),
+            "KV predicted [GiB]": compared.available_kv_gib_predicted.map(lambda v: f"{v:,.2f}").to_numpy(),
+            "KV tokens logged": compared.kv_tokens_logged.map(fmt_int).to_numpy(),
+            "KV tokens predicted": compared.kv_tokens_predicted.map(fmt_int).to_numpy(),
+            "Error": compared.kv_tokens_error_fraction.map(lambda v: f"{v:+.1%}").to_numpy(),
+            "Allowed": [
+                f"±{t:.0%}" + (" (tight)" if tight else "") for t, tight in zip(compared.tolerance, compared.tight)
+            ],
+        }
+    ).set_index("Log row")
+
+
+def activation_fit_table(fit_table: pd.DataFrame) -> pd.DataFrame:
+    """The activation-peak fit (:func:`budgetlab.experiments.kv_logs.activation_fit_from_logs`)
+    for reading: logged and fitted peak per start-up, and which pass binds."""
+    _check_table_rows(len(fit_table))
+    return pd.DataFrame(
+        {
+            "Log row": fit_table.row_id.to_numpy(),
+            "Model": fit_table.model.to_numpy(),
+            "TP": fit_table.tp.to_numpy(),
+            "Logged [GiB]": fit_table.activation_peak_gib_logged.map(lambda v: f"{v:.2f}").to_numpy(),
+            "Fitted [GiB]": fit_table.activation_peak_gib_fitted.map(lambda v: f"{v:.2f}").to_numpy(),
+            "Residual [GiB]": fit_table.residual_gib.map(lambda v: f"{v:+.3f}").to_numpy(),
+            "Peak pass": fit_table.binding_pass.to_numpy(),
+            "In the fit": ["yes" if used else "no (MoE)" for used in fit_table.used_in_fit],
+        }
+    ).set_index("Log row")
+
+
+def memory_levers_table(levers: pd.DataFrame) -> pd.DataFrame:
+    """:func:`budgetlab.memory.memory_levers` for reading: what each way out buys, in tokens."""
+    _check_table_rows(len(levers))
+    return pd.DataFrame(
+        {
+            "Change": levers.lever.to_numpy(),
+            "GPUs": levers.gpus.to_numpy(),
+            "KV pool [tokens]": levers.kv_tokens.map(fmt_int).to_numpy(),
+            "Gained [tokens]": ["—" if i == 0 else f"{int(v):+,}" for i, v in enumerate(levers.kv_tokens_gained)],
+            "Gain": ["—" if i == 0 else fmt_percent(v) for i, v in enumerate(levers.gain_fraction)],
+            "KV share of usable memory": levers.kv_fraction.map(fmt_percent).to_numpy(),
+            "Scheduler knob": ["yes" if k else "no" for k in levers.is_knob],
+        }
+    ).set_index("Change")

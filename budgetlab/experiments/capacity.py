@@ -216,7 +216,7 @@ def capacity(
     bounds = None if rate_bounds_per_s is None else check_bounds(rate_bounds_per_s)
     num_kv_blocks(engine, hw, mdl)  # DoesNotFitError up front
 
-    cost_model = make_cost(cost, hw, mdl)
+    cost_model = make_cost(cost, hw, mdl, engine=engine)
     probe = LoadProbe(lambda rate: run_point(SweepPoint(workload, rate, seed, engine, hw, mdl, cost, mode)), slo)
     one_token_step_s = shortest_step_s(cost_model)
     setting = f"budget {engine.max_num_batched_tokens} and max_num_seqs {engine.max_num_seqs} on {hw.name} + {mdl.name}"

@@ -16,7 +16,9 @@ sequence cap from KV memory.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+
+import pandas as pd
 
 from budgetlab._checks import int_at_least, random_seed
 from budgetlab.catalog import resolve_hardware, resolve_model
@@ -24,7 +26,7 @@ from budgetlab.cost.inverse import budget_for_step_time
 from budgetlab.cost.named import CostSpec, check_cost, cost_label, make_cost
 from budgetlab.experiments.slo import SLO, check_slo
 from budgetlab.experiments.sweep import engine_template
-from budgetlab.memory import kv_capacity
+from budgetlab.memory import is_tight, kv_capacity, memory_levers, tight_memory_text
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
 from budgetlab.text import fmt_latency
 from budgetlab.workload import SweepWorkload, check_workload, mean_sequence_tokens
@@ -124,7 +126,11 @@ class FirstGuess:
     mean_sequence_tokens : float
         The workload's mean prompt + output [tokens].
     explanation : tuple of str
-        The two sentences behind the numbers.
+        The sentences behind the numbers (two, plus the tight-memory warning when it applies).
+    memory_levers : pandas.DataFrame or None
+        When the pool is tight (:func:`budgetlab.memory.is_tight`), what each way out buys
+        (:func:`budgetlab.memory.memory_levers`); ``None`` otherwise, and when the engine fixes
+        ``num_kv_blocks``.
     """
 
     max_num_batched_tokens: int
@@ -135,6 +141,12 @@ class FirstGuess:
     kv_tokens: int
     mean_sequence_tokens: float
     explanation: tuple[str, ...]
+    memory_levers: pd.DataFrame | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def memory_tight(self) -> bool:
+        """Whether the KV pool is tight: the answer is memory, sharding or replicas, not a knob."""
+        return self.memory_levers is not None
 
 
 def first_guess(
@@ -168,8 +180,8 @@ def first_guess(
     workload = check_workload(workload)
     check_slo(slo)
     hw, mdl = resolve_hardware(hardware), resolve_model(model)
-    step_cost = make_cost(check_cost(cost), hw, mdl)
     template = engine_template(engine)
+    step_cost = make_cost(check_cost(cost), hw, mdl, engine=template)
     target = slo.itl_target_s
     sentences = []
     if target is None:
@@ -197,11 +209,19 @@ def first_guess(
         cap_raw = int(kv_tokens // mean_tokens)
         cap = min(round_cap(cap_raw), budget)
     clipped = " (clipped to the budget)" if cap == budget and round_cap(cap_raw) > budget else ""
+    levers = None
+    if template.num_kv_blocks is None:
+        eng = replace(template, max_num_batched_tokens=budget, max_num_seqs=max(1, min(cap, budget)))
+        pool = kv_capacity(hw, mdl, eng)
+        if is_tight(pool):
+            levers = memory_levers(hw, mdl, eng)
     sentences.append(
         f"The KV pool holds {kv_tokens:,} tokens; at the workload's mean of {mean_tokens:,.0f} "
         f"tokens per request (prompt + output) that is {cap_raw:,} sequences, so the first "
         f"guess for max_num_seqs is {cap:,}{clipped}."
     )
+    if levers is not None:
+        sentences.append(tight_memory_text(pool, levers))
     return FirstGuess(
         max_num_batched_tokens=budget,
         max_num_seqs=cap,
@@ -211,6 +231,7 @@ def first_guess(
         kv_tokens=int(kv_tokens),
         mean_sequence_tokens=mean_tokens,
         explanation=tuple(sentences),
+        memory_levers=levers,
     )
 
 

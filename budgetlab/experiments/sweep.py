@@ -216,7 +216,7 @@ def run_point(point: SweepPoint) -> dict[str, SweepValue]:
     A module-level function so process pools and Dask can ship it to workers.
     """
     requests = point.workload.requests(rate_per_s=point.rate_per_s, seed=point.seed)
-    cost = make_cost(point.cost, point.hardware, point.model)
+    cost = make_cost(point.cost, point.hardware, point.model, engine=point.engine)
     result = simulate(
         requests, engine=point.engine, cost=cost, hardware=point.hardware, model=point.model, mode=point.mode
     )

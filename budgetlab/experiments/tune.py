@@ -184,7 +184,14 @@ class TuneResult:
             },
             "candidates": self.candidates[columns].to_dict(orient="records"),
             "explanation": list(self.explanation),
+            "memory_tight": self.memory_tight,
         }
+
+    @property
+    def memory_tight(self) -> bool:
+        """Whether the KV pool is tight (:attr:`FirstGuess.memory_tight`): then the explanation
+        says so, and ``first_guess.memory_levers`` prices sharding, fp8 and a smaller budget."""
+        return self.first_guess.memory_tight
 
     def __str__(self) -> str:
         return "\n".join(self.explanation)
