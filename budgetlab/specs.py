@@ -235,6 +235,13 @@ class EngineConfig:
     watermark : float
         Fraction of ``num_gpu_blocks`` (the usable blocks plus vLLM's null block) a waiting
         request must leave free while others run, in [0, 1) (vLLM's default 0.0, rule 13).
+    pipeline_parallel_size : int
+        Pipeline stages of one replica (vLLM's ``--pipeline-parallel-size``, default 1), each on
+        its own ``tensor_parallel_size`` GPUs: the layers are split between them as vLLM splits
+        them, the first stage also holds the embedding and the last the output projection and
+        the sampler, and the pool is the smallest stage's (:func:`budgetlab.memory.kv_capacity`).
+        A step still runs every stage in turn, so the cost models price it as without pipeline
+        parallelism (vLLM's throughput gain from several batches in flight is not simulated).
     tensor_parallel_size : int
         GPUs one replica is sharded over (vLLM's ``--tensor-parallel-size``, default 1). It
         sets each GPU's share of the weights and of every token's KV, the non-torch memory
@@ -274,6 +281,7 @@ class EngineConfig:
     scheduler_reserve_full_isl: bool = True
     watermark: float = 0.0
     tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
     dtype: str = "auto"
     kv_cache_dtype: str = "auto"
     quantization: str | None = None
@@ -349,6 +357,13 @@ class EngineConfig:
             self.tensor_parallel_size,
             1,
             what="an int >= 1 (GPUs per replica)",
+            error=ConfigError,
+        )
+        int_at_least(
+            "pipeline_parallel_size",
+            self.pipeline_parallel_size,
+            1,
+            what="an int >= 1 (pipeline stages per replica)",
             error=ConfigError,
         )
         for name, allowed, flag_name in (

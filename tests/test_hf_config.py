@@ -497,3 +497,15 @@ def test_public_name_and_doctests():
     result = doctest.testmod(hf_config, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted >= 3 and result.failed == 0
     assert re.search(r"Hugging Face config docs", hf_config.__doc__ or "")
+
+
+def test_tied_embeddings_reach_the_spec():
+    from pathlib import Path
+
+    from budgetlab import model_from_hf_config
+    from budgetlab.catalog import model
+
+    fixtures = Path(__file__).parent / "fixtures" / "hf_configs"
+    for slug, tied in (("gemma-2-2b", True), ("granite-3.1-2b", True), ("qwen3-0.6b", True), ("llama-3.1-8b", False)):
+        spec = model_from_hf_config(fixtures / f"{slug}.json")
+        assert spec.tie_word_embeddings is tied and model(slug).tie_word_embeddings is tied

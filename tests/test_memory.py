@@ -232,3 +232,37 @@ def test_vllm_serve_defaults_by_gpu():
     assert (l40s.max_num_batched_tokens, l40s.max_num_seqs, l40s.gpu_memory_utilization) == (2048, 256, 0.8)
     short = EngineConfig.vllm_defaults(hardware("h100-sxm"), max_model_len=4)
     assert (short.max_num_batched_tokens, short.max_num_seqs) == (4096, 1024)
+
+
+def test_pipeline_stages_split_layers_like_vllm():
+    from budgetlab.memory.sizes import stage_layers, stage_weight_bytes
+
+    assert stage_layers(32, 4) == (8, 8, 8, 8)
+    assert stage_layers(30, 4) == (7, 8, 8, 7)  # extra layers go to the stages before the last
+    assert stage_layers(5, 2) == (3, 2)
+    with pytest.raises(ParameterError, match="exceeds the model's 32 layers"):
+        stage_layers(32, 33)
+    llama8b = model("llama-3.1-8b")
+    per_layer = (8.03e9 - 1_050_673_152) / 32
+    table = 128_256 * 4096
+    # first stage: 8 layers + the embedding; middle: 8 layers; last: 8 layers + the output projection
+    assert stage_weight_bytes(llama8b, stage=0, pp=4) == pytest.approx((8 * per_layer + table) * 2)
+    assert stage_weight_bytes(llama8b, stage=1, pp=4) == pytest.approx(8 * per_layer * 2)
+    assert stage_weight_bytes(llama8b, stage=3, pp=4) == stage_weight_bytes(llama8b, stage=0, pp=4)
+    # vLLM 0.19 logged 4.26 GiB on the first and last stage, 3.28 GiB on the middle ones
+    assert stage_weight_bytes(llama8b, stage=0, pp=4) / GiB == pytest.approx(4.26, abs=0.04)
+    assert stage_weight_bytes(llama8b, stage=1, pp=4) / GiB == pytest.approx(3.28, abs=0.04)
+
+
+def test_pipeline_pool_is_the_smallest_stage(h100, llama8b):
+    engine = dataclasses.replace(SERVE_H100, pipeline_parallel_size=4)
+    cap = kv_capacity(h100, llama8b, engine)
+    assert cap.pp == 4 and cap.stage == 3  # the last stage also runs the sampler
+    assert cap.kv_bytes_per_token == 131_072 // 4  # 8 of 32 layers
+    assert cap.non_torch_bytes == 0.07 * GiB
+    middle = activation_peak(llama8b, engine, stage=1)
+    assert middle.sampler_bytes == 0 and middle.pipeline_buffer_bytes == 2 * 8192 * 4096 * 2
+    assert middle.peak_bytes / GiB == pytest.approx(1.05, abs=0.01)  # vLLM 0.19 logged 1.05 GiB
+    assert activation_peak(llama8b, engine).peak_bytes / GiB == pytest.approx(2.01, abs=0.01)  # logged 2.01
+    # vllm_kv_logs.csv row 26: "GPU KV cache size: 2,257,264 tokens"
+    assert cap.vllm_kv_cache_tokens == pytest.approx(2_257_264, rel=0.001)

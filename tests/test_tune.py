@@ -81,6 +81,22 @@ def test_first_guess_on_the_seed_setting(h100, llama8b):
     assert "2,464" in guess.explanation[0] and "2,304" in guess.explanation[0]
 
 
+def test_first_guess_says_when_memory_is_tight():
+    comfortable = first_guess(WORKLOAD, slo=SLO_SEED, hardware=HW, model=MODEL)
+    assert not comfortable.memory_tight and comfortable.memory_levers is None
+    assert len(comfortable.explanation) == 2
+    two_gpus = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=256, tensor_parallel_size=2)
+    tight = first_guess(WORKLOAD, slo=SLO_SEED, hardware=HW, model="llama-3.1-70b", cost="typical", engine=two_gpus)
+    assert tight.memory_tight
+    warning = tight.explanation[-1]
+    assert "the answer is memory, sharding or replicas, not a knob" in warning
+    levers = tight.memory_levers.set_index("lever")
+    assert levers.loc["as configured", "kv_tokens"] == tight.kv_tokens
+    gained = int(levers.loc["tensor_parallel_size 2 → 4", "kv_tokens_gained"])
+    assert gained > 10 * tight.kv_tokens and f"+{gained:,} tokens" in warning
+    assert "fp8 KV cache +" in warning
+
+
 def test_first_guess_without_itl_limit_and_with_a_fixed_pool():
     guess = first_guess(
         WORKLOAD,

@@ -413,6 +413,7 @@ def kv_log_check_table(compared: pd.DataFrame) -> pd.DataFrame:
             "Log row": compared.row_id.to_numpy(),
             "Model": compared.model.to_numpy(),
             "TP": compared.tp.to_numpy(),
+            "PP": compared.pp.to_numpy(),
             "Weights": compared.quantization.fillna("16-bit").to_numpy(),
             "KV logged [GiB]": compared.available_kv_gib_logged.map(lambda v: f"{v:,.2f}").to_numpy(),
             "KV predicted [GiB]": compared.available_kv_gib_predicted.map(lambda v: f"{v:,.2f}").to_numpy(),

@@ -205,14 +205,15 @@ def first_guess(
     # a fixed point. Two rounds from vLLM's default cap settle it.
     cap = min(budget, _FIRST_CAP_SEQS)
     for _ in range(2):
+        pool_cap = cap
         kv_tokens = _kv_tokens(template, hw, mdl, budget, cap)
         cap_raw = int(kv_tokens // mean_tokens)
         cap = min(round_cap(cap_raw), budget)
     clipped = " (clipped to the budget)" if cap == budget and round_cap(cap_raw) > budget else ""
     levers = None
     if template.num_kv_blocks is None:
-        eng = replace(template, max_num_batched_tokens=budget, max_num_seqs=max(1, min(cap, budget)))
-        pool = kv_capacity(hw, mdl, eng)
+        eng = replace(template, max_num_batched_tokens=budget, max_num_seqs=max(1, min(pool_cap, budget)))
+        pool = kv_capacity(hw, mdl, eng)  # the pool kv_tokens counts
         if is_tight(pool):
             levers = memory_levers(hw, mdl, eng)
     sentences.append(

@@ -14,7 +14,9 @@ A row is compared when all of these hold:
 * its checkpoint is a catalog model, a quantized checkpoint of one, or a fine-tune with the
   same architecture (:data:`CHECKPOINTS`); multimodal checkpoints (a vision encoder the catalog
   does not describe), multi-head latent attention, sliding-window hybrids and MXFP4 are not;
-* it uses no pipeline parallelism (budgetlab models tensor parallelism only).
+* (pipeline-parallel rows are compared too: their logged weights and activation peak are the
+  first stage's, while the pool is the smallest stage's; ``stage`` says which one budgetlab's
+  terms describe).
 
 Unlogged ``max_num_batched_tokens`` / ``max_num_seqs`` are vLLM 0.19's ``vllm serve`` defaults
 (:meth:`EngineConfig.vllm_defaults <budgetlab.specs.EngineConfig.vllm_defaults>`: 8,192 and 1,024
@@ -175,8 +177,6 @@ def _specs(row: pd.Series) -> tuple[HardwareSpec, ModelSpec, EngineConfig] | str
         return f"vLLM version {version[:48]!r}: not the {PROFILER_VERSION} profiler budgetlab follows"
     if str(row["status"]) != "ok" or pd.isna(row["kv_cache_tokens"]):
         return "no KV cache size logged (failed start or not published)"
-    if _float(row["pp"]) != 1:
-        return "pipeline parallelism is not modelled"
     gpu = next((slug for start, slug in GPU_NAMES.items() if str(row["gpu"]).startswith(start)), None)
     if gpu is None:
         return f"GPU {row['gpu']!r} has no catalog row with a CUDA-reported memory"
@@ -196,6 +196,7 @@ def _specs(row: pd.Series) -> tuple[HardwareSpec, ModelSpec, EngineConfig] | str
         **limits,
         gpu_memory_utilization=_float(row["gpu_memory_utilization"]),
         tensor_parallel_size=int(_float(row["tp"])),
+        pipeline_parallel_size=int(_float(row["pp"])),
         kv_cache_dtype=kv_dtype,
         quantization=_quantization(row, quantization),
     )
@@ -231,6 +232,8 @@ def check_kv_logs(logs: pd.DataFrame | str | os.PathLike[str]) -> KVLogCheck:
                 "model": mdl.slug,
                 "gpu": gpu.slug,
                 "tp": engine.tensor_parallel_size,
+                "pp": engine.pipeline_parallel_size,
+                "stage": cap.stage,
                 "quantization": engine.quantization,
                 "kv_cache_dtype": engine.kv_cache_dtype,
                 "gpu_memory_utilization": engine.gpu_memory_utilization,
@@ -258,7 +261,8 @@ def check_kv_logs(logs: pd.DataFrame | str | os.PathLike[str]) -> KVLogCheck:
 
 
 def activation_fit_from_logs(logs: pd.DataFrame | str | os.PathLike[str]) -> tuple[ActivationFit, pd.DataFrame]:
-    """Refit the activation-peak formula to every compared row that logged its peak.
+    """Refit the activation-peak formula to every compared row without pipeline parallelism that
+    logged its peak.
 
     Returns
     -------
@@ -272,8 +276,8 @@ def activation_fit_from_logs(logs: pd.DataFrame | str | os.PathLike[str]) -> tup
     for _, row in frame.iterrows():
         specs = _specs(row)
         peak = _float(row["activation_peak_gib"])
-        if isinstance(specs, str) or np.isnan(peak):
-            continue
+        if isinstance(specs, str) or np.isnan(peak) or specs[2].pipeline_parallel_size > 1:
+            continue  # a pipeline row logs its first stage, which runs no sampler
         _, mdl, engine = specs
         observations.append((mdl, engine, peak * GiB))
         ids.append(row["row_id"])

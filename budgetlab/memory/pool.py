@@ -12,7 +12,9 @@ block_size`` as "GPU KV cache size: N tokens"; one block is its reserved null bl
 usable blocks here (``num_blocks``, the simulator's pool) are ``num_gpu_blocks − 1``.
 
 Every term is per GPU: with tensor parallelism each GPU holds its share of the weights and of
-every cached token, so the tokens a GPU's pool holds are the replica's.
+every cached token, so the tokens a GPU's pool holds are the replica's. With pipeline
+parallelism every stage sizes its own pool for its own layers and vLLM keeps the smallest
+(``min`` over the workers' block counts); :class:`KVCapacity` describes that stage.
 
 Accuracy: against all 26 vLLM 0.19 start-ups on H100 in ``vllm_kv_logs.csv`` that the catalog
 can express (see :mod:`budgetlab.experiments.kv_logs`), the predicted "GPU KV cache size" is
@@ -34,6 +36,7 @@ from budgetlab.memory.sizes import (
     check_tp,
     engine_kv_bytes_per_token,
     engine_weight_bytes_per_gpu,
+    stage_layers,
     valid_tp_sizes,
     weight_bytes,
 )
@@ -78,7 +81,11 @@ class KVCapacity:
     block_size : int
         Tokens per block [tokens].
     tp : int
-        GPUs per replica [count].
+        Tensor-parallel GPUs per stage [count].
+    pp : int
+        Pipeline stages [count].
+    stage : int
+        The stage these terms describe: the one with the fewest blocks, which sets the pool.
     """
 
     reported_memory_bytes: float
@@ -91,6 +98,8 @@ class KVCapacity:
     num_gpu_blocks: int
     block_size: int
     tp: int = 1
+    pp: int = 1
+    stage: int = 0
 
     @property
     def activation_bytes(self) -> float:
@@ -152,7 +161,8 @@ def kv_capacity(hardware: HardwareSpec, model: ModelSpec, engine: EngineConfig) 
     model : ModelSpec
     engine : EngineConfig
         ``gpu_memory_utilization``, ``max_num_batched_tokens``, ``max_num_seqs``,
-        ``block_size`` and the deployment: ``tensor_parallel_size``, ``dtype``,
+        ``block_size`` and the deployment: ``tensor_parallel_size``,
+        ``pipeline_parallel_size`` (the smallest stage's pool is returned), ``dtype``,
         ``kv_cache_dtype``, ``quantization``.
 
     Raises
@@ -165,20 +175,37 @@ def kv_capacity(hardware: HardwareSpec, model: ModelSpec, engine: EngineConfig) 
     ParameterError
         A ``tensor_parallel_size`` that does not divide the attention heads.
     """
-    tp = check_tp(model, engine.tensor_parallel_size)
+    check_tp(model, engine.tensor_parallel_size)
+    num_stages = len(stage_layers(model.num_layers, engine.pipeline_parallel_size))
+    stages = [_stage(hardware, model, engine, stage) for stage in range(num_stages)]
+    cap = min(stages, key=lambda c: (c.num_gpu_blocks, c.stage))
+    if cap.num_gpu_blocks < 2:  # one block is vLLM's reserved null block
+        raise DoesNotFitError(
+            _does_not_fit(
+                hardware,
+                model,
+                engine,
+                cap.usable_bytes,
+                cap.weight_bytes,
+                cap.non_torch_bytes,
+                cap.activation,
+                cap.kv_bytes_per_token * engine.block_size,
+            )
+        )
+    return cap
+
+
+def _stage(hardware: HardwareSpec, model: ModelSpec, engine: EngineConfig, stage: int) -> KVCapacity:
+    """One pipeline stage's memory terms and blocks (``num_gpu_blocks`` may be < 2 here)."""
+    tp, pp = engine.tensor_parallel_size, engine.pipeline_parallel_size
     reported = hardware.reported_memory_bytes
     usable = reported * engine.gpu_memory_utilization
-    weights = engine_weight_bytes_per_gpu(model, engine)
-    non_torch = non_torch_bytes(tp)
-    activation = activation_peak(model, engine)
-    per_token = engine_kv_bytes_per_token(model, engine)
+    weights = engine_weight_bytes_per_gpu(model, engine, stage=stage)
+    non_torch = non_torch_bytes(tp, pp)
+    activation = activation_peak(model, engine, stage=stage)
+    per_token = engine_kv_bytes_per_token(model, engine, stage=stage)
     kv = usable - weights - non_torch - activation.peak_bytes
-    block_bytes = per_token * engine.block_size
-    num_gpu_blocks = math.floor(kv / block_bytes) if kv > 0 else 0
-    if num_gpu_blocks < 2:  # one block is vLLM's reserved null block
-        raise DoesNotFitError(
-            _does_not_fit(hardware, model, engine, usable, weights, non_torch, activation, block_bytes)
-        )
+    num_gpu_blocks = math.floor(kv / (per_token * engine.block_size)) if kv > 0 else 0
     return KVCapacity(
         reported_memory_bytes=reported,
         usable_bytes=usable,
@@ -190,6 +217,8 @@ def kv_capacity(hardware: HardwareSpec, model: ModelSpec, engine: EngineConfig) 
         num_gpu_blocks=num_gpu_blocks,
         block_size=engine.block_size,
         tp=tp,
+        pp=pp,
+        stage=stage,
     )
 
 
@@ -206,6 +235,8 @@ def _does_not_fit(
     tp = engine.tensor_parallel_size
     short = weights + non_torch + activation.peak_bytes + 2 * block_bytes - usable
     where = f"one {hardware.name}" if tp == 1 else f"{tp} × {hardware.name} (tensor_parallel_size={tp})"
+    if engine.pipeline_parallel_size > 1:
+        where += f" per stage of {engine.pipeline_parallel_size} (pipeline_parallel_size)"
     weights_text = f"weights {weights / GiB:.2f} GiB" + ("" if tp == 1 else " per GPU")
     fixes = []
     total_weights = weight_bytes(model, dtype=engine.dtype, quantization=engine.quantization)

@@ -93,6 +93,7 @@ __all__ = [
     "ActivationCoefficients",
     "ACTIVATION_COEFFICIENTS",
     "ActivationPeak",
+    "NON_TORCH_BYTES_PIPELINE",
     "non_torch_bytes",
     "activation_peak",
     "ActivationFit",
@@ -111,10 +112,17 @@ NON_TORCH_BYTES_ONE_GPU = 0.25 * GiB
 NON_TORCH_BYTES_TENSOR_PARALLEL = 2.1 * GiB
 """Non-torch memory per GPU once ``tensor_parallel_size > 1`` [B] (NCCL; logs: 2.07–2.21 GiB)."""
 
+NON_TORCH_BYTES_PIPELINE = 0.07 * GiB
+"""Non-torch memory per GPU of a pipeline without tensor parallelism [B] (vLLM 0.19 logs of
+Llama 3.1 8B at ``pp`` 2 and 4: 0.07 GiB on all six workers)."""
 
-def non_torch_bytes(tensor_parallel_size: int) -> float:
-    """Non-torch memory vLLM 0.19 subtracts on each GPU [B]: 0.25 GiB alone, 2.1 GiB with TP."""
-    return NON_TORCH_BYTES_ONE_GPU if tensor_parallel_size == 1 else NON_TORCH_BYTES_TENSOR_PARALLEL
+
+def non_torch_bytes(tensor_parallel_size: int, pipeline_parallel_size: int = 1) -> float:
+    """Non-torch memory vLLM 0.19 subtracts on each GPU [B]: 0.25 GiB alone, 2.1 GiB with TP,
+    0.07 GiB with pipeline parallelism only."""
+    if tensor_parallel_size > 1:
+        return NON_TORCH_BYTES_TENSOR_PARALLEL
+    return NON_TORCH_BYTES_PIPELINE if pipeline_parallel_size > 1 else NON_TORCH_BYTES_ONE_GPU
 
 
 @dataclass(frozen=True)
@@ -162,16 +170,21 @@ class ActivationPeak:
         workspaces and the logits' working set) [B].
     moe_workspace_bytes : float
         The part of ``sampler_bytes`` that is fused-MoE workspace [B]; 0 for a dense model.
+    pipeline_buffer_bytes : float
+        With pipeline parallelism, the hidden states and residual a stage receives or sends,
+        ``2 × T × H × a_bytes``, alive through both passes [B]; 0 without.
     """
 
     forward_bytes: float
     sampler_bytes: float
     moe_workspace_bytes: float = 0.0
+    pipeline_buffer_bytes: float = 0.0
 
     @property
     def peak_bytes(self) -> float:
-        """``max(forward_bytes, sampler_bytes)``: what vLLM logs as the activation peak [B]."""
-        return max(self.forward_bytes, self.sampler_bytes)
+        """``max(forward_bytes, sampler_bytes) + pipeline_buffer_bytes``: what vLLM logs as the
+        activation peak [B]."""
+        return max(self.forward_bytes, self.sampler_bytes) + self.pipeline_buffer_bytes
 
     @property
     def binding_pass(self) -> str:
@@ -183,13 +196,19 @@ def activation_peak(
     model: ModelSpec,
     engine: EngineConfig,
     *,
+    stage: int | None = None,
     coefficients: ActivationCoefficients = ACTIVATION_COEFFICIENTS,
 ) -> ActivationPeak:
     """The activation peak of vLLM 0.19's profile run for ``model`` under ``engine`` [B].
 
-    Uses ``engine``'s ``max_num_batched_tokens``, ``max_num_seqs``, ``tensor_parallel_size``
-    and ``dtype``; the formula and its sources are in the module docstring. Llama 3.1 8B at
-    8,192 tokens and 1,024 sequences: forward 0.92 GiB, sampler 1.89 GiB (vLLM logged 1.89).
+    Uses ``engine``'s ``max_num_batched_tokens``, ``max_num_seqs``, ``tensor_parallel_size``,
+    ``pipeline_parallel_size`` and ``dtype``; the formula and its sources are in the module
+    docstring. Llama 3.1 8B at 8,192 tokens and 1,024 sequences: forward 0.92 GiB, sampler
+    1.89 GiB (vLLM logged 1.89).
+
+    With pipeline parallelism only the last stage (``stage`` None or ``pp − 1``) runs the
+    sampler; every stage adds the pipeline buffers (Llama 3.1 8B at ``pp=4``: 1.05 GiB logged on
+    the middle stages, 2.01 GiB on the last; 1.05 and 2.02 here).
 
     Raises
     ------
@@ -211,7 +230,15 @@ def activation_peak(
         + c.bytes_per_logit * sequences * model.vocab_size
         + c.sampler_fixed_bytes
     )
-    return ActivationPeak(forward_bytes=forward, sampler_bytes=sampler, moe_workspace_bytes=moe)
+    pp = engine.pipeline_parallel_size
+    last = stage is None or stage == pp - 1
+    buffers = 2.0 * tokens * model.hidden_size * a_bytes if pp > 1 else 0.0
+    return ActivationPeak(
+        forward_bytes=forward,
+        sampler_bytes=sampler if last else 0.0,
+        moe_workspace_bytes=moe if last else 0.0,
+        pipeline_buffer_bytes=buffers,
+    )
 
 
 @dataclass(frozen=True)

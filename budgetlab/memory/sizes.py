@@ -14,6 +14,16 @@ a few hundred kB). It splits the KV heads: each GPU stores ``num_kv_heads / min(
 num_kv_heads)`` heads of every token, because once ``tp`` exceeds the KV heads vLLM replicates
 them rather than splitting a head. ``tp`` must divide the attention heads, as vLLM requires.
 
+Pipeline parallelism
+--------------------
+With ``pp`` stages vLLM splits the layers as evenly as it can, giving the extra layers of an
+uneven split to the stages before the last (``get_pp_indices``: 32 layers over 4 stages are 8
+each; 30 over 4 are 8, 8, 7, 7 → vLLM's order 7, 8, 8, 7). The first stage also holds the
+token embedding, the last the output projection (its own copy even when the model ties them).
+Each stage stores the KV of its own layers only (:func:`stage_layers`,
+:func:`stage_weight_bytes`). Measured: Llama 3.1 8B at ``pp=2`` holds 7.51 GiB on its first
+stage (vLLM 0.19 log; 7.48 predicted).
+
 Quantization
 ------------
 ``quantization`` names how the linear layers' weights are stored; the token embedding and the
@@ -54,6 +64,8 @@ __all__ = [
     "weights_fit",
     "kv_bytes_per_token",
     "valid_tp_sizes",
+    "stage_layers",
+    "stage_weight_bytes",
     "engine_weight_bytes_per_gpu",
     "engine_kv_bytes_per_token",
 ]
@@ -206,15 +218,63 @@ def kv_bytes_per_token(
     return per_token // shards if per_token % shards == 0 else per_token / shards
 
 
-def engine_weight_bytes_per_gpu(model: ModelSpec, engine: EngineConfig) -> float:
-    """:func:`weight_bytes_per_gpu` for the deployment ``engine`` describes [B]."""
-    return weight_bytes_per_gpu(
-        model, tp=engine.tensor_parallel_size, dtype=engine.dtype, quantization=engine.quantization
-    )
+def stage_layers(num_layers: int, pp: int) -> tuple[int, ...]:
+    """Layers on each of ``pp`` pipeline stages, split as vLLM's ``get_pp_indices`` does [count].
+
+    ``num_layers // pp`` each, and one more for each of the ``num_layers % pp`` stages just
+    before the last: ``stage_layers(30, 4) == (7, 8, 8, 7)``.
+
+    Raises
+    ------
+    ParameterError
+        ``pp`` not an int in [1, num_layers].
+    """
+    degree = int_at_least("pipeline_parallel_size", pp, 1, what="an int >= 1 (pipeline stages)")
+    if degree > num_layers:
+        raise ParameterError(f"pipeline_parallel_size={degree} exceeds the model's {num_layers} layers")
+    parts = [num_layers // degree] * degree
+    for i in range(2, num_layers % degree + 2):
+        parts[-i] += 1
+    return tuple(parts)
 
 
-def engine_kv_bytes_per_token(model: ModelSpec, engine: EngineConfig) -> int | float:
-    """:func:`kv_bytes_per_token` for the deployment ``engine`` describes [B]."""
-    return kv_bytes_per_token(
+def stage_weight_bytes(
+    model: ModelSpec, *, stage: int, pp: int, dtype: str = "auto", quantization: str | None = None
+) -> float:
+    """Bytes of the weights pipeline stage ``stage`` of ``pp`` holds, over its TP group [B].
+
+    Its layers' share of the non-embedding parameters (at the ``quantization``'s bytes), plus
+    the embedding on the first stage and the output projection on the last, in ``dtype``. With
+    ``pp=1`` this is :func:`weight_bytes`.
+    """
+    if pp == 1:
+        return weight_bytes(model, dtype=dtype, quantization=quantization)
+    layers = stage_layers(model.num_layers, pp)
+    full = activation_dtype_bytes(model, dtype)
+    per_layer = (model.num_params - embedding_params(model)) / model.num_layers
+    layer_bytes = QUANTIZED_BYTES_PER_WEIGHT[quantization] if quantization is not None else full
+    one_table = model.vocab_size * model.hidden_size
+    tables = (stage == 0) + (stage == pp - 1)  # the embedding first, the output projection last
+    return layers[stage] * per_layer * layer_bytes + tables * one_table * full
+
+
+def engine_weight_bytes_per_gpu(model: ModelSpec, engine: EngineConfig, *, stage: int = 0) -> float:
+    """Weight bytes one GPU of pipeline stage ``stage`` holds under ``engine``'s deployment [B]
+    (:func:`weight_bytes_per_gpu` without pipeline parallelism)."""
+    tp = check_tp(model, engine.tensor_parallel_size)
+    pp = engine.pipeline_parallel_size
+    return stage_weight_bytes(model, stage=stage, pp=pp, dtype=engine.dtype, quantization=engine.quantization) / tp
+
+
+def engine_kv_bytes_per_token(model: ModelSpec, engine: EngineConfig, *, stage: int = 0) -> int | float:
+    """KV bytes per token one GPU of pipeline stage ``stage`` stores under ``engine`` [B]: its
+    layers' share of :func:`kv_bytes_per_token`."""
+    full = kv_bytes_per_token(
         model, tp=engine.tensor_parallel_size, dtype=engine.dtype, kv_cache_dtype=engine.kv_cache_dtype
     )
+    pp = engine.pipeline_parallel_size
+    if pp == 1:
+        return full
+    layers = stage_layers(model.num_layers, pp)[stage]
+    share = full * layers
+    return share // model.num_layers if share % model.num_layers == 0 else share / model.num_layers
