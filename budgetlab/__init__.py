@@ -110,6 +110,13 @@ from budgetlab.memory import (
 from budgetlab.metrics import busy_stats, gate_shares, run_numbers, step_gates
 from budgetlab.notebook.parameters import Parameters, validate_parameters
 from budgetlab.notebook.results import load_results, save_results
+from budgetlab.serving import (
+    ServingOverhead,
+    calibrate_serving,
+    client_metrics,
+    client_requests,
+    read_vllm_bench,
+)
 from budgetlab.simulator import SimResult, simulate
 from budgetlab.specs import Batch, EngineConfig, HardwareSpec, ModelSpec, Request
 from budgetlab.tradeoffs import BudgetPayoff, budget_payoff, budget_sweep, budget_tradeoff, flattening_budget
@@ -141,6 +148,11 @@ from budgetlab.workload.frames import workload_stats
 
 __all__ = [
     "activation_peak",
+    "calibrate_serving",
+    "client_metrics",
+    "client_requests",
+    "read_vllm_bench",
+    "ServingOverhead",
     "is_tight",
     "memory_levers",
     "tight_memory_text",

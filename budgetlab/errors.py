@@ -116,3 +116,8 @@ class ParameterError(BudgetlabError, ValueError):
     def _render_traceback_(self) -> list[str]:
         """The lines IPython shows instead of a traceback (``ename: message``)."""
         return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]
+
+
+class BenchFormatError(BudgetlabError, ValueError):
+    """A ``vllm bench serve --save-result`` file that is missing a field or holds a bad value;
+    the message names the file and the field."""

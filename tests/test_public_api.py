@@ -14,6 +14,11 @@ import budgetlab
 
 PUBLIC_NAMES = (
     "activation_peak",
+    "calibrate_serving",
+    "client_metrics",
+    "client_requests",
+    "read_vllm_bench",
+    "ServingOverhead",
     "is_tight",
     "memory_levers",
     "tight_memory_text",

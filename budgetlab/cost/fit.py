@@ -57,6 +57,7 @@ __all__ = [
     "FITTABLE",
     "DEFAULT_FIT",
     "TILE_CANDIDATES",
+    "standard_errors",
 ]
 
 
@@ -514,7 +515,7 @@ def _parameter_table(
     if not names or solution is None:
         return pd.DataFrame(columns=columns)
     scales = np.array([FITTABLE[n].scale for n in names])
-    stderr = _stderr(solution.jac, solution.fun, num_train) * scales
+    stderr = standard_errors(solution.jac, solution.fun, num_train) * scales
     lower = np.array([FITTABLE[n].low for n in names])
     upper = np.array([FITTABLE[n].high for n in names])
     values = np.array([float(getattr(cost, n)) for n in names])
@@ -532,7 +533,7 @@ def _parameter_table(
     )
 
 
-def _stderr(jac: np.ndarray, residual: np.ndarray, num_rows: int) -> np.ndarray:
+def standard_errors(jac: np.ndarray, residual: np.ndarray, num_rows: int) -> np.ndarray:
     """Standard errors: ``sqrt(diag(s² (JᵀJ)⁻¹))`` with ``s² = Σ r² / (rows − params)``."""
     jac = np.asarray(jac, dtype=float)
     num_params = jac.shape[1]

@@ -1,0 +1,111 @@
+"""What a client sees: the engine's latencies plus the serving time outside the engine's steps.
+
+:func:`budgetlab.simulate` times the engine: a request's TTFT runs from its arrival at the
+scheduler to the end of the step that samples its first token, its end-to-end latency to the
+end of the step of its last token. A client of ``vllm serve`` also waits for what happens
+outside those steps, once per request: the HTTP request is parsed, the prompt tokenized and
+handed to the engine core, and every token is detokenized and written to the stream (the last
+before the response closes). :class:`ServingOverhead` names that time, and
+:func:`client_requests` adds it the way a benchmark client (``vllm bench serve``,
+inference-perf) measures:
+
+* TTFT = engine TTFT + ``request_s``;
+* end-to-end = engine end-to-end + ``request_s``;
+* time per output token, ``(e2e − TTFT) / (output − 1)``, is unchanged: the per-token work is
+  pipelined with the engine's steps and shows up in them.
+
+The per-step CPU time (scheduling, input preparation, sampling) is the cost model's
+``step_overhead_s`` (:class:`~budgetlab.cost.CalibratedCost`), because it lengthens every step.
+``request_s`` is not a datasheet figure: measure it with :func:`budgetlab.serving.calibrate_serving`
+on your own benchmark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from budgetlab._checks import number_in
+
+__all__ = ["ServingOverhead", "CLIENT_COLUMNS", "client_requests", "client_metrics"]
+
+CLIENT_COLUMNS = ("request_id", "start_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s")
+"""Columns of :func:`client_requests`: one row per request, latencies as a client measures them."""
+
+
+@dataclass(frozen=True)
+class ServingOverhead:
+    """Serving time outside the engine's steps, per request.
+
+    Parameters
+    ----------
+    request_s : float
+        Added once to every request's TTFT and end-to-end latency [s], >= 0: HTTP handling,
+        tokenization, the hand-off to the engine core, and detokenizing and streaming the
+        first and last chunks. Default 0 (the engine's own latencies).
+    """
+
+    request_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        number_in("request_s", self.request_s, low=0.0, what="seconds >= 0")
+
+
+def client_requests(result: object, overhead: ServingOverhead | None = None) -> pd.DataFrame:
+    """The requests of a :class:`~budgetlab.simulator.SimResult` as a client measures them.
+
+    Parameters
+    ----------
+    result : SimResult
+        A finished simulation.
+    overhead : ServingOverhead, optional
+        ``None`` is no overhead.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`CLIENT_COLUMNS`, in the simulation's request order: ``start_s`` is the arrival
+        [s]; ``tpot_s`` is ``(e2e − ttft) / (output − 1)`` [s], NaN for one-token answers (as
+        ``vllm bench serve`` leaves them out of its TPOT).
+    """
+    requests = result.requests  # type: ignore[attr-defined]
+    extra = (overhead or ServingOverhead()).request_s
+    output = requests.output_tokens.to_numpy()
+    ttft = requests.ttft_s.to_numpy() + extra
+    e2e = requests.e2e_s.to_numpy() + extra
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tpot = np.where(output > 1, (e2e - ttft) / (output - 1), np.nan)
+    return pd.DataFrame(
+        {
+            "request_id": requests.request_id.to_numpy(),
+            "start_s": requests.arrival_at_s.to_numpy(),
+            "prompt_tokens": requests.prompt_tokens.to_numpy(),
+            "output_tokens": output,
+            "ttft_s": ttft,
+            "tpot_s": tpot,
+            "e2e_s": e2e,
+        }
+    )
+
+
+def client_metrics(frame: pd.DataFrame) -> dict[str, float]:
+    """The summary ``vllm bench serve`` prints, from :func:`client_requests` or a benchmark's
+    per-request table: mean, median and p99 of ``ttft_s``, ``tpot_s`` and ``e2e_s`` [s] (keys
+    ``ttft_mean_s``, ``tpot_p99_s``, ...), and ``output_throughput_tokens_per_s`` (output
+    tokens over the span from the first start to the last finish) [tokens/s]."""
+    out: dict[str, float] = {}
+    for metric in ("ttft_s", "tpot_s", "e2e_s"):
+        values = frame[metric].to_numpy(dtype=float)
+        values = values[np.isfinite(values)]
+        name = metric[:-2]
+        for label, value in (
+            ("mean", float(np.mean(values)) if values.size else float("nan")),
+            ("median", float(np.median(values)) if values.size else float("nan")),
+            ("p99", float(np.percentile(values, 99)) if values.size else float("nan")),
+        ):
+            out[f"{name}_{label}_s"] = value
+    span = float((frame.start_s + frame.e2e_s).max() - frame.start_s.min())
+    out["output_throughput_tokens_per_s"] = float(frame.output_tokens.sum()) / span if span > 0 else float("nan")
+    return out
