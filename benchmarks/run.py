@@ -12,6 +12,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_accuracy
+
 import bench_simulator
 import bench_sweep
 
@@ -21,6 +23,8 @@ def main() -> None:
     bench_simulator.main([])
     print("\n== sweeps and capacity ==", flush=True)
     bench_sweep.main([])
+    print("\n== accuracy against real engines ==", flush=True)
+    bench_accuracy.main([])
 
 
 if __name__ == "__main__":

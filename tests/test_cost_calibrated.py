@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from budgetlab import Batch, CostModel, IdealCost, ParameterError
+from budgetlab import Batch, CostModel, EngineConfig, IdealCost, ParameterError
 from budgetlab.catalog import data_path, hardware, list_hardware, list_models, model
 from budgetlab.cost.calibrated import TYPICAL, CalibratedCost
 
@@ -131,9 +131,9 @@ def test_step_time_is_batch_time_of_one_chunk(h100, mdl, tp, tile, tokens, conte
 # --------------------------------------------------------------------------------------------
 
 
-def test_typical_reproduces_vidur_h100_llama2_7b_within_15_percent(h100):
+def test_gpu_profile_reproduces_vidur_h100_llama2_7b_within_15_percent(h100):
     table = pd.read_csv(data_path(*VIDUR_TABLE))
-    cost = CalibratedCost.typical(h100, model("llama-2-7b")).with_(attention=False)  # linear layers only
+    cost = CalibratedCost.gpu_profile(h100, model("llama-2-7b")).with_(attention=False)  # linear layers only
     predicted_ms = cost.step_time_s(table["num_prefill_tokens"].to_numpy()) * 1e3
     relative = predicted_ms / table["step_time_ms"].to_numpy() - 1
     # 1/64/128/256/512/1024/2048/4096 tokens: measured 5.6/5.9/6.4/9.2/12.0/21.0/40.4/83.2 ms,
@@ -143,10 +143,10 @@ def test_typical_reproduces_vidur_h100_llama2_7b_within_15_percent(h100):
     assert np.max(np.abs(relative)) < 0.035
 
 
-def test_typical_is_about_1_5x_the_ideal_on_the_profile(h100):
+def test_gpu_profile_is_about_1_5x_the_ideal_on_the_profile(h100):
     llama2 = model("llama-2-7b")
     tokens = np.array([1, 512, 2048, 4096])
-    ratio = CalibratedCost.typical(h100, llama2).with_(attention=False).step_time_s(tokens) / IdealCost(
+    ratio = CalibratedCost.gpu_profile(h100, llama2).with_(attention=False).step_time_s(tokens) / IdealCost(
         h100, llama2
     ).step_time_s(tokens)
     assert np.all((ratio > 1.3) & (ratio < 1.8))
@@ -183,7 +183,7 @@ def test_same_chunk_costs_more_at_a_later_position(h100, llama8b):
 
 
 def test_decodes_pay_for_their_kv_cache(h100, llama8b):
-    cost = CalibratedCost.typical(h100, llama8b)
+    cost = CalibratedCost.gpu_profile(h100, llama8b)
     short = cost.batch_time_s(Batch(num_decodes=64, decode_context_tokens=64 * 100))
     long = cost.batch_time_s(Batch(num_decodes=64, decode_context_tokens=64 * 4000))
     # 64 × 3,900 more cached tokens × 131,072 B = 32.7 GB over 0.80 × 3.35e12 B/s = 12.2 ms
@@ -432,7 +432,9 @@ def test_weight_bytes_per_gpu_splits_what_a_step_reads(h100):
     from budgetlab import weight_bytes_per_gpu
 
     mixtral = model("mixtral-8x7b")
-    cost = CalibratedCost.typical(h100, mixtral, tp=2)
+    cost = CalibratedCost.gpu_profile(
+        h100, mixtral, engine=EngineConfig(max_num_batched_tokens=256, max_num_seqs=8, tensor_parallel_size=2)
+    )
     tokens = np.array([1, 64, 4096])
     np.testing.assert_array_equal(cost.weight_bytes_per_gpu(tokens), cost.weight_bytes(tokens) / 2)
     assert cost.with_(moe=False).weight_bytes_per_gpu(5) == weight_bytes_per_gpu(mixtral, tp=2)

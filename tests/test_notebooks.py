@@ -45,6 +45,7 @@ SMALL: dict[str, dict[str, Any]] = {
         "caching_budgets": [256, 2048, 8192],
         "pressure_kv_tokens": [16000, 64000],
     },
+    "10-validation-against-real-runs": {"search_preset": False, "budgets": [2048]},
 }
 
 
@@ -177,6 +178,23 @@ def _check_08(r: dict) -> None:
     assert r["frontier"]["8192"]["itl_s"] > 0.04 and r["frontier"]["8192"]["meets"] is False
 
 
+def _check_10(r: dict) -> None:
+    # the simulated example (1.5 ms per step, 8 ms per request) is fitted back
+    fit = r["bench_fit"]["parameters"]
+    assert r["bench_is_simulated"] is True
+    assert fit["step_overhead_s"]["value"] == pytest.approx(1.5e-3, rel=0.05)
+    assert fit["request_overhead_s"]["value"] == pytest.approx(8e-3, rel=0.05)
+    assert r["preset_grid"] is None  # switched off for the test
+    if r["serving_runs"] is not None:  # the shared data is present (developers, CI)
+        steady = [run for run in r["serving_runs"] if not run["overloaded_measured"]]
+        assert len(steady) == 10
+        assert max(abs(run["ttft_mean_s_error"]) for run in steady) <= 0.25
+        assert max(abs(run["tpot_s_error"]) for run in steady) <= 0.15
+        assert all(run["overloaded_measured"] == run["overloaded_predicted"] for run in r["serving_runs"])
+    if r["kv_logs"] is not None:
+        assert len(r["kv_logs"]) >= 28
+
+
 def _check_09(r: dict) -> None:
     assert r["max_num_seqs"] == 256 and r["slot_bound_max_num_seqs"] == 8
     shared = r["workload"]["shared_prefix_fraction"]
@@ -232,6 +250,10 @@ CHECKS: dict[str, tuple[set[str], Callable[[dict], None]]] = {
     "09-prefix-caching-and-async": (
         {"workload", "caching", "ttft_by_turn", "async", "by_budget", "kv_pressure"},
         _check_09,
+    ),
+    "10-validation-against-real-runs": (
+        {"kv_logs", "serving_runs", "preset_grid", "bench_fit", "bench_is_simulated", "predictions"},
+        _check_10,
     ),
 }
 

@@ -148,7 +148,7 @@ def test_wheel_lists_every_notebook_from_any_folder(installed_wheel, tmp_path: P
     listed = _run(python, env, tmp_path, "-m", "budgetlab.reports", "--list")
     assert listed.returncode == 0, listed.stderr
     notebooks = sorted(p.stem for p in (REPO_ROOT / "notebooks").glob("*.ipynb"))
-    assert len(notebooks) == 9
+    assert len(notebooks) == 10
     for name in notebooks:
         assert f"  {name}  (" in listed.stdout, name
     assert "budgetlab/_data/notebooks" in listed.stdout and "h100-llama-3.1-8b" in listed.stdout

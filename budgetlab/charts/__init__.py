@@ -122,6 +122,13 @@ from budgetlab.charts.tables import (
     tradeoff_table,
     workload_stats_table,
 )
+from budgetlab.charts.validation import (
+    preset_grid_table,
+    serving_errors_chart,
+    serving_errors_frame,
+    serving_fit_table,
+    serving_runs_table,
+)
 from budgetlab.text import (
     fmt_approx,
     fmt_bandwidth,
@@ -215,6 +222,11 @@ __all__ = [
     # prefix caching and async scheduling (notebook 09)
     "budget_caching_chart",
     "caching_variants_table",
+    "preset_grid_table",
+    "serving_errors_chart",
+    "serving_errors_frame",
+    "serving_fit_table",
+    "serving_runs_table",
     "kv_pressure_chart",
     "prompt_work_chart",
     "prompt_work_frame",

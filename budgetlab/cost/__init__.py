@@ -49,7 +49,7 @@ anywhere too, if it keeps the contract in :mod:`budgetlab.cost.protocol`.
 
 from __future__ import annotations
 
-from budgetlab.cost.calibrated import TYPICAL, CalibratedCost
+from budgetlab.cost.calibrated import GPU_PROFILE, TYPICAL, CalibratedCost
 from budgetlab.cost.fit import (
     DEFAULT_FIT,
     FITTABLE,
@@ -80,6 +80,7 @@ __all__ = [
     "ConstantCost",
     "CalibratedCost",
     "TYPICAL",
+    "GPU_PROFILE",
     "knee_tokens",
     "shortest_step_s",
     # by name, for experiments

@@ -115,15 +115,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from budgetlab._checks import flag, int_at_least, number_in
+from budgetlab.cost.presets import GPU_PROFILE, TYPICAL
 from budgetlab.errors import ConfigError, ParameterError
 from budgetlab.memory import (
     QUANTIZED_BYTES_PER_WEIGHT,
@@ -137,23 +136,7 @@ from budgetlab.memory import (
 )
 from budgetlab.specs import DTYPES, KV_CACHE_DTYPES, QUANTIZATIONS, Batch, EngineConfig, HardwareSpec, ModelSpec
 
-__all__ = ["CalibratedCost", "TYPICAL"]
-
-#: The preset of :meth:`CalibratedCost.typical` (see its docstring for the sources); read-only.
-TYPICAL: Mapping[str, Any] = MappingProxyType(
-    {
-        "step_overhead_s": 0.0,
-        "layer_overhead_s": 20e-6,
-        "bandwidth_efficiency": 0.80,
-        "flop_efficiency": 0.70,
-        "knee_overlap_loss": 0.70,
-        "attention": True,
-        "kv_reads": True,
-        "tile_tokens": None,
-        "moe": True,
-        "all_reduce": True,
-    }
-)
+__all__ = ["CalibratedCost", "TYPICAL", "GPU_PROFILE"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -372,43 +355,14 @@ class CalibratedCost:
         tp: int | None = None,
         engine: EngineConfig | None = None,
     ) -> CalibratedCost:
-        """Typical efficiencies and overheads of a vLLM-class engine on a datacenter GPU.
+        """A real vLLM engine's step on a datacenter GPU: the :data:`~budgetlab.cost.presets.TYPICAL` preset.
 
         Every term is on (attention, KV reads, mixture of experts; all-reduce when ``tp > 1``)
-        except GEMM tile quantization. The numbers (also in :data:`TYPICAL`):
-
-        ========================  ========  ================================================
-        ``layer_overhead_s``      20 µs     Vidur's H100 Llama 2 7B operator profile
-                                            (microsoft/vidur, ``data/profiling/compute/
-                                            h100/meta-llama/Llama-2-7b-hf/mlp.csv``, TP 1):
-                                            at 1 token the two RMSNorms, rotary embedding,
-                                            SiLU·mul and residual add take 4 + 4 + 4 + 6 +
-                                            1 = 19 µs per layer (medians), launch-bound.
-        ``bandwidth_efficiency``  0.80      The same profile at 1 token: the four GEMMs of a
-                                            layer read 405 MB of weights in 156 µs,
-                                            2.6 TB/s = 78 % of 3.35 TB/s.
-        ``flop_efficiency``       0.70      The same profile from 2,048 to 4,096 tokens adds
-                                            20.9 µs per token for 12.95 GFLOP of layer math:
-                                            620 TFLOP/s = 63 % of 989.4; 0.70 with the
-                                            catalog's parameter count (embeddings and LM
-                                            head included) and the knee loss below.
-        ``knee_overlap_loss``     0.70      Fitted to the same profile's knee (9.2 ms at 256
-                                            tokens, 12.0 ms at 512, where a sharp max gives
-                                            5.7 and 10.6).
-        ``step_overhead_s``       0         The profile times GPU operators only. Vidur's
-                                            CPU profile of vLLM V0 (``data/profiling/a100/
-                                            cpu_overheads.csv``: schedule 0.17 ms, prepare
-                                            inputs 0.29 ms, sampler 0.89 ms at batch 8)
-                                            shows what a step can add; vLLM V1 overlaps much
-                                            of it with the GPU, so the preset adds none.
-                                            Measure yours with :func:`budgetlab.calibrate`
-                                            (:mod:`budgetlab.cost.fit`).
-        ========================  ========  ================================================
-
-        With ``attention=False`` the preset reproduces the profile's eight published points
-        (1 to 4,096 tokens, ``data/measured/vidur-h100-llama2-7b-linear.csv``) within 3.5 %.
-        The efficiencies are H100 figures; other GPUs get the same fractions, which is a
-        guess until you calibrate against their measurements.
+        except GEMM tile quantization. The numbers and the data they were fitted to are in
+        :mod:`budgetlab.cost.presets`: Vidur's H100 operator profile for the GPU's operators,
+        and ten steady published vLLM serving runs on H100 for the weight-read bandwidth of
+        CUDA-graph decode steps (0.90) and the engine's per-step CPU time (2.0 ms). For the GPU
+        operators alone use :meth:`gpu_profile`.
 
         Parameters
         ----------
@@ -447,6 +401,15 @@ class CalibratedCost:
                 "them (engine= alone takes tp from the engine)"
             )
         return cls(hardware=hardware, model=model, **TYPICAL).for_engine(engine)
+
+    @classmethod
+    def gpu_profile(
+        cls, hardware: HardwareSpec, model: ModelSpec, *, engine: EngineConfig | None = None
+    ) -> CalibratedCost:
+        """The step as the GPU's operators take it: the :data:`~budgetlab.cost.presets.GPU_PROFILE`
+        preset (Vidur's H100 profile; no CPU time), for ``engine``'s deployment if given."""
+        cost = cls(hardware=hardware, model=model, **GPU_PROFILE)
+        return cost if engine is None else cost.for_engine(engine)
 
     def for_engine(self, engine: EngineConfig) -> CalibratedCost:
         """A copy priced for ``engine``'s deployment; validated again.

@@ -9,10 +9,17 @@ before the response closes). :class:`ServingOverhead` names that time, and
 :func:`client_requests` adds it the way a benchmark client (``vllm bench serve``,
 inference-perf) measures:
 
-* TTFT = engine TTFT + ``request_s``;
-* end-to-end = engine end-to-end + ``request_s``;
-* time per output token, ``(e2e − TTFT) / (output − 1)``, is unchanged: the per-token work is
-  pipelined with the engine's steps and shows up in them.
+* TTFT = engine TTFT + ``request_s`` + the output lag of the first token;
+* end-to-end = engine end-to-end + ``request_s`` + the output lag of the last token;
+* time per output token is ``(e2e − TTFT) / (output − 1)`` of those.
+
+The output lag (``output_lag_steps``, 0 or 1): a token reaches the client that many engine
+steps after the step that sampled it, i.e. when the step that follows ends (no lag when the
+engine then idles). Measured, not derived: on the ten steady published vLLM runs on H100
+(``vllm_serving_h100_inference_sim.csv``), the client's TTFT exceeds the engine's by about one
+step (9–20 ms for Llama 2 7B at TP1, 18–21 ms for Mixtral at TP2), as when each step's tokens
+are detokenized and streamed while the next step runs; one step of lag and no constant
+per-request time fit them within 13 % (:mod:`budgetlab.experiments.serving_runs`).
 
 The per-step CPU time (scheduling, input preparation, sampling) is the cost model's
 ``step_overhead_s`` (:class:`~budgetlab.cost.CalibratedCost`), because it lengthens every step.
@@ -28,8 +35,9 @@ import numpy as np
 import pandas as pd
 
 from budgetlab._checks import number_in
+from budgetlab.errors import ParameterError
 
-__all__ = ["ServingOverhead", "CLIENT_COLUMNS", "client_requests", "client_metrics"]
+__all__ = ["ServingOverhead", "CLIENT_COLUMNS", "client_requests", "client_metrics", "next_step_s"]
 
 CLIENT_COLUMNS = ("request_id", "start_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s")
 """Columns of :func:`client_requests`: one row per request, latencies as a client measures them."""
@@ -45,12 +53,24 @@ class ServingOverhead:
         Added once to every request's TTFT and end-to-end latency [s], >= 0: HTTP handling,
         tokenization, the hand-off to the engine core, and detokenizing and streaming the
         first and last chunks. Default 0 (the engine's own latencies).
+    output_lag_steps : int
+        Engine steps between the step that samples a token and the client receiving it, 0 or 1
+        (module docstring). Default 0.
     """
 
     request_s: float = 0.0
+    output_lag_steps: int = 0
 
     def __post_init__(self) -> None:
         number_in("request_s", self.request_s, low=0.0, what="seconds >= 0")
+        if self.output_lag_steps not in (0, 1) or isinstance(self.output_lag_steps, bool):
+            raise ParameterError(f"output_lag_steps must be 0 or 1, got {self.output_lag_steps!r}")
+
+    @classmethod
+    def vllm(cls) -> ServingOverhead:
+        """What the published vLLM runs support (module docstring): one step of output lag, no
+        constant per-request time."""
+        return cls(request_s=0.0, output_lag_steps=1)
 
 
 def client_requests(result: object, overhead: ServingOverhead | None = None) -> pd.DataFrame:
@@ -71,10 +91,15 @@ def client_requests(result: object, overhead: ServingOverhead | None = None) -> 
         ``vllm bench serve`` leaves them out of its TPOT).
     """
     requests = result.requests  # type: ignore[attr-defined]
-    extra = (overhead or ServingOverhead()).request_s
+    serving = overhead or ServingOverhead()
+    extra = serving.request_s
     output = requests.output_tokens.to_numpy()
     ttft = requests.ttft_s.to_numpy() + extra
     e2e = requests.e2e_s.to_numpy() + extra
+    if serving.output_lag_steps:
+        steps = result.steps  # type: ignore[attr-defined]
+        ttft = ttft + next_step_s(steps, requests.first_token_at_s.to_numpy())
+        e2e = e2e + next_step_s(steps, requests.finished_at_s.to_numpy())
     with np.errstate(divide="ignore", invalid="ignore"):
         tpot = np.where(output > 1, (e2e - ttft) / (output - 1), np.nan)
     return pd.DataFrame(
@@ -88,6 +113,19 @@ def client_requests(result: object, overhead: ServingOverhead | None = None) -> 
             "e2e_s": e2e,
         }
     )
+
+
+def next_step_s(steps: pd.DataFrame, times_s: np.ndarray) -> np.ndarray:
+    """The duration of the step that starts at each of ``times_s`` (a step's end), 0 where the
+    engine idles then [s] (vectorized over a :attr:`SimResult.steps` table)."""
+    starts = steps.start_at_s.to_numpy(dtype=float)
+    durations = steps.duration_s.to_numpy(dtype=float)
+    times = np.asarray(times_s, dtype=float)
+    index = np.clip(np.searchsorted(starts, times, side="left"), 0, max(len(starts) - 1, 0))
+    if not len(starts):
+        return np.zeros_like(times)
+    found = np.abs(starts[index] - times) <= 1e-9 * np.maximum(1.0, np.abs(times))
+    return np.where(found, durations[index], 0.0)
 
 
 def client_metrics(frame: pd.DataFrame) -> dict[str, float]:
