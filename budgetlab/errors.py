@@ -121,3 +121,7 @@ class ParameterError(BudgetlabError, ValueError):
 class BenchFormatError(BudgetlabError, ValueError):
     """A ``vllm bench serve --save-result`` file that is missing a field or holds a bad value;
     the message names the file and the field."""
+
+
+class DataFormatError(BudgetlabError, ValueError):
+    """A published data file (real-engine logs or runs) lacks a column a comparison needs."""

@@ -70,3 +70,11 @@ def shared_traces() -> Path:
     if not traces.is_dir():
         pytest.skip(f"shared traces not found at {traces} (present for developers and in CI only)")
     return traces
+
+
+def shared_real_file(name: str) -> Path:
+    """``../shared/data/real/<name>``; the calling test skips in a user's clone, where it is absent."""
+    path = SHARED_DATA / "real" / name
+    if not path.is_file():
+        pytest.skip(f"published data {path} not found (present for developers and in CI only)")
+    return path

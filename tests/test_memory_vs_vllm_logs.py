@@ -20,16 +20,12 @@ from budgetlab.experiments.kv_logs import (
 )
 from budgetlab.memory import ACTIVATION_COEFFICIENTS, GiB
 
-from conftest import SHARED_DATA
-
-LOGS = SHARED_DATA / "real" / "vllm_kv_logs.csv"
+from conftest import shared_real_file
 
 
 @pytest.fixture(scope="module")
 def logs():
-    if not LOGS.is_file():
-        pytest.skip(f"real vLLM logs not found at {LOGS} (present for developers and in CI only)")
-    return read_kv_logs(LOGS)
+    return read_kv_logs(shared_real_file("vllm_kv_logs.csv"))
 
 
 def test_every_expressible_startup_within_tolerance(logs):

@@ -21,16 +21,12 @@ from budgetlab.experiments.serving_runs import (
     run_requests,
 )
 
-from conftest import SHARED_DATA
-
-RUNS = SHARED_DATA / "real" / "vllm_serving_h100_inference_sim.csv"
+from conftest import shared_real_file
 
 
 @pytest.fixture(scope="module")
 def runs():
-    if not RUNS.is_file():
-        pytest.skip(f"published serving runs not found at {RUNS} (present for developers and in CI only)")
-    return read_serving_runs(RUNS)
+    return read_serving_runs(shared_real_file("vllm_serving_h100_inference_sim.csv"))
 
 
 @pytest.fixture(scope="module")
@@ -78,3 +74,12 @@ def test_the_workload_is_rebuilt_from_the_published_stage(runs):
 
 def test_matches_typical():
     assert matches_typical(0.90, 2.0e-3) and not matches_typical(0.85, 2.0e-3)
+
+
+def test_a_file_without_a_needed_column_is_refused(tmp_path):
+    from budgetlab.errors import DataFormatError
+
+    path = tmp_path / "runs.csv"
+    path.write_text("model,tp\nmeta-llama/Llama-2-7b-hf,1\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match="missing column"):
+        read_serving_runs(path)

@@ -55,6 +55,19 @@ output lag (:class:`~budgetlab.serving.ServingOverhead`).
                                     about 7 ms.
 ========================  ========  ================================================
 
+Terms the runs do not separate, and how they are covered:
+
+- **Async scheduling.** vLLM's default pipelined loop plans step k + 1 while step k runs, so only
+  part of the CPU work lengthens a step. ``step_overhead_s`` is that part. Without async
+  scheduling the whole CPU time would add; none of the runs was made that way, so it has no term
+  of its own.
+- **CUDA graphs.** vLLM pads a decode batch to the next captured size. That costs extra math
+  only, which a memory-bound decode step hides. Where CUDA graphs do show — fewer launch gaps, so
+  a higher achieved bandwidth — is ``bandwidth_efficiency``.
+- **Tensor-parallel all-reduce.** It keeps the catalog's link latency and bandwidth. Mixtral at
+  TP2 comes out within 4–11 % on the time per output token with it, so the runs do not ask for
+  a different figure.
+
 The other values are the GPU profile's. Errors on the ten runs (no per-run fitting): TTFT mean
 within 20 %, time per output token within 12 %, end-to-end within 11 %, and both overloaded runs
 predicted overloaded (``tests/test_serving_runs.py`` prints the table). The runs are two models

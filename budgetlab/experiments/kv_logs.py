@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from budgetlab.catalog import hardware, model
-from budgetlab.errors import BudgetlabError
+from budgetlab.experiments.published import read_published_csv, shared_real_path
 from budgetlab.memory import PROFILER_VERSION, ActivationFit, GiB, fit_activation_coefficients, kv_capacity
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
 
@@ -94,10 +94,6 @@ TIGHT_TOLERANCE = 0.08
 """Largest relative KV-token error allowed for a tight pool (< 10 GiB) [-]."""
 
 
-class KVLogFormatError(BudgetlabError, ValueError):
-    """The logs file lacks a column this comparison needs."""
-
-
 _NEEDED = (
     "row_id", "vllm_version", "gpu", "tp", "pp", "model", "quantization", "kv_cache_dtype",
     "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens", "status", "weights_gib",
@@ -106,13 +102,8 @@ _NEEDED = (
 
 
 def default_logs_path() -> Path | None:
-    """``vllm_kv_logs.csv`` in the developers' shared data beside a source checkout, if present.
-
-    A checkout at ``<work>/main`` finds ``<work>/shared/data/real/vllm_kv_logs.csv``; an
-    installed wheel, or a user's clone without the shared folder, gets ``None``.
-    """
-    path = Path(__file__).resolve().parents[3] / "shared" / "data" / "real" / "vllm_kv_logs.csv"
-    return path if path.is_file() else None
+    """``vllm_kv_logs.csv`` in the developers' shared data beside a source checkout, if present."""
+    return shared_real_path("vllm_kv_logs.csv")
 
 
 def read_kv_logs(path: str | os.PathLike[str]) -> pd.DataFrame:
@@ -122,14 +113,10 @@ def read_kv_logs(path: str | os.PathLike[str]) -> pd.DataFrame:
     ------
     FileNotFoundError
         No file at ``path``.
-    KVLogFormatError
+    DataFormatError
         A needed column is missing (the message names it).
     """
-    frame = pd.read_csv(path)
-    missing = [c for c in _NEEDED if c not in frame.columns]
-    if missing:
-        raise KVLogFormatError(f"{path}: missing column(s) {', '.join(missing)}; expected vllm_kv_logs.csv's columns")
-    return frame
+    return read_published_csv(path, _NEEDED)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,8 @@ import pandas as pd
 
 from budgetlab.catalog import hardware, model
 from budgetlab.cost.calibrated import CalibratedCost
-from budgetlab.errors import BudgetlabError
+from budgetlab.errors import DataFormatError
+from budgetlab.experiments.published import read_published_csv, shared_real_path
 from budgetlab.serving.overhead import ServingOverhead, client_requests
 from budgetlab.simulator import simulate
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
@@ -71,14 +72,9 @@ _NEEDED = (
 )  # fmt: skip
 
 
-class ServingRunsFormatError(BudgetlabError, ValueError):
-    """The serving-runs file lacks a column this comparison needs."""
-
-
 def default_runs_path() -> Path | None:
     """``vllm_serving_h100_inference_sim.csv`` in the developers' shared data, if present."""
-    path = Path(__file__).resolve().parents[3] / "shared" / "data" / "real" / "vllm_serving_h100_inference_sim.csv"
-    return path if path.is_file() else None
+    return shared_real_path("vllm_serving_h100_inference_sim.csv")
 
 
 def read_serving_runs(path: str | os.PathLike[str]) -> pd.DataFrame:
@@ -86,14 +82,10 @@ def read_serving_runs(path: str | os.PathLike[str]) -> pd.DataFrame:
 
     Raises
     ------
-    ServingRunsFormatError
+    DataFormatError
         A needed column is missing (the message names it).
     """
-    frame = pd.read_csv(path)
-    missing = [c for c in _NEEDED if c not in frame.columns]
-    if missing:
-        raise ServingRunsFormatError(f"{path}: missing column(s) {', '.join(missing)}")
-    return frame.assign(run=range(len(frame)))
+    return read_published_csv(path, _NEEDED).assign(run=lambda frame: range(len(frame)))
 
 
 def run_engine(row: pd.Series) -> EngineConfig:
@@ -147,7 +139,7 @@ class ServingRunsCheck:
 
 def _hardware_of(row: pd.Series) -> HardwareSpec:
     if not str(row["gpu"]).startswith("H100 SXM"):
-        raise ServingRunsFormatError(f"GPU {row['gpu']!r} is not an H100 SXM; add its catalog row")
+        raise DataFormatError(f"GPU {row['gpu']!r} is not an H100 SXM; add its catalog row")
     return hardware("h100-sxm")
 
 
