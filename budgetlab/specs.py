@@ -9,11 +9,13 @@ processes, the argument of every cost model's ``batch_time_s``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 from budgetlab._checks import flag, int_at_least, number_in
+from budgetlab.display import html_table, one_line
 from budgetlab.errors import ConfigError
+from budgetlab.text import fmt_bandwidth, fmt_flops_rate, fmt_gib, fmt_int
 
 __all__ = [
     "HardwareSpec",
@@ -92,6 +94,23 @@ class HardwareSpec:
         """What CUDA reports as the device's total [B]: ``cuda_memory_bytes``, else ``memory_bytes``."""
         return float(self.memory_bytes if self.cuda_memory_bytes is None else self.cuda_memory_bytes)
 
+    def _display_rows(self) -> list[tuple[str, str]]:
+        return [
+            ("BF16 dense", fmt_flops_rate(self.dense_bf16_flops_per_s)),
+            ("memory bandwidth", fmt_bandwidth(self.mem_bandwidth_bytes_per_s)),
+            ("memory", fmt_gib(self.memory_bytes, 0) + f" ({fmt_gib(self.reported_memory_bytes)} reported by CUDA)"),
+            (
+                "interconnect",
+                f"{self.interconnect}, {fmt_bandwidth(self.interconnect_bandwidth_bytes_per_s)} per direction",
+            ),
+        ]
+
+    def __repr__(self) -> str:
+        return one_line("HardwareSpec", repr(self.slug), self._display_rows()[:3])
+
+    def _repr_html_(self) -> str:
+        return html_table(f"{self.name} ({self.slug})", self._display_rows())
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -161,6 +180,26 @@ class ModelSpec:
     def is_moe(self) -> bool:
         """Whether tokens are routed to a subset of experts."""
         return self.num_experts > 1
+
+    def _display_rows(self) -> list[tuple[str, str]]:
+        params = f"{self.num_params / 1e9:.3g}B"
+        if self.is_moe:
+            routed = f"{self.num_experts_per_token} of {self.num_experts} experts"
+            params += f" ({self.num_active_params / 1e9:.3g}B active, {routed})"
+        return [
+            ("parameters", params),
+            ("layers", fmt_int(self.num_layers)),
+            ("heads", f"{self.num_attention_heads} query, {self.num_kv_heads} KV, head_dim {self.head_dim}"),
+            ("hidden / intermediate", f"{fmt_int(self.hidden_size)} / {fmt_int(self.intermediate_size)}"),
+            ("vocabulary", fmt_int(self.vocab_size)),
+            ("bytes per weight", str(self.dtype_bytes)),
+        ]
+
+    def __repr__(self) -> str:
+        return one_line("ModelSpec", repr(self.slug), self._display_rows()[:3])
+
+    def _repr_html_(self) -> str:
+        return html_table(f"{self.name} ({self.slug})", self._display_rows())
 
 
 SCHEDULING_POLICIES = ("vllm-v1", "decode-first")
@@ -285,6 +324,31 @@ class EngineConfig:
     dtype: str = "auto"
     kv_cache_dtype: str = "auto"
     quantization: str | None = None
+
+    def _display_rows(self) -> list[tuple[str, str]]:
+        """The budget and the cap, then every field that differs from its default."""
+        rows = [
+            ("max_num_batched_tokens", fmt_int(self.max_num_batched_tokens)),
+            ("max_num_seqs", fmt_int(self.max_num_seqs)),
+        ]
+        for f in fields(self):
+            if f.name in ("max_num_batched_tokens", "max_num_seqs"):
+                continue
+            value = getattr(self, f.name)
+            if value != f.default:
+                rows.append(
+                    (f.name, fmt_int(value) if isinstance(value, int) and not isinstance(value, bool) else str(value))
+                )
+        return rows
+
+    def __repr__(self) -> str:
+        """The constructor call that builds this configuration: the fields off their defaults."""
+        shown = {label for label, _ in self._display_rows()}
+        changed = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name in shown)
+        return f"EngineConfig({changed})"
+
+    def _repr_html_(self) -> str:
+        return html_table("EngineConfig (fields at vLLM's defaults not shown)", self._display_rows())
 
     @classmethod
     def vllm_defaults(cls, hardware: HardwareSpec, **changes: object) -> EngineConfig:

@@ -333,3 +333,10 @@ def test_budget_frontier_by_hand():
     tightest = budget_frontier(table, slo=SLO(ttft_p90_s=0.8, max_itl_s=0.030, itl_p99_s=0.040))
     assert tightest.itl_s.tolist() == [0.02, 0.05] and set(tightest.itl_metric) == {"max_itl_s"}
     assert budget_frontier(table, slo=slo, itl_metric="max_itl_s").itl_s.tolist() == [0.02, 0.05]
+
+
+def test_tune_result_shows_a_compact_summary(seed_tune):
+    text, table = repr(seed_tune), seed_tune._repr_html_()
+    assert text.startswith("TuneResult(") and "\n" not in text and len(text) <= 300
+    assert f"{seed_tune.max_num_batched_tokens:,}" in text and "binding gate" in text
+    assert table.startswith("<table") and len(table) <= 3000 and "capacity per replica" in table

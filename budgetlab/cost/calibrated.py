@@ -123,6 +123,7 @@ from numpy.typing import ArrayLike
 
 from budgetlab._checks import flag, int_at_least, number_in
 from budgetlab.cost.presets import GPU_PROFILE, TYPICAL
+from budgetlab.display import html_table, one_line
 from budgetlab.errors import ConfigError, ParameterError
 from budgetlab.memory import (
     QUANTIZED_BYTES_PER_WEIGHT,
@@ -135,6 +136,7 @@ from budgetlab.memory import (
     weight_bytes_per_gpu,
 )
 from budgetlab.specs import DTYPES, KV_CACHE_DTYPES, QUANTIZATIONS, Batch, EngineConfig, HardwareSpec, ModelSpec
+from budgetlab.text import fmt_latency
 
 __all__ = ["CalibratedCost", "TYPICAL", "GPU_PROFILE"]
 
@@ -440,6 +442,33 @@ class CalibratedCost:
     # ----------------------------------------------------------------------------------------
     # Derived quantities
     # ----------------------------------------------------------------------------------------
+
+    def _display_rows(self) -> list[tuple[str, str]]:
+        deployment = [f"tp={self.tp}"] + [
+            f"{name}={getattr(self, name)}"
+            for name, default in (("dtype", "auto"), ("kv_cache_dtype", "auto"), ("quantization", None))
+            if getattr(self, name) != default
+        ]
+        terms = [name for name in ("attention", "kv_reads", "moe", "all_reduce") if getattr(self, name)]
+        return [
+            ("deployment", ", ".join(deployment)),
+            ("weight read", fmt_latency(self.weight_read_s)),
+            ("per token", fmt_latency(self.per_token_s)),
+            ("step / layer overhead", f"{fmt_latency(self.step_overhead_s)} / {fmt_latency(self.layer_overhead_s)}"),
+            ("bandwidth / FLOP efficiency", f"{self.bandwidth_efficiency:.2f} / {self.flop_efficiency:.2f}"),
+            ("knee overlap loss", f"{self.knee_overlap_loss:.2f}"),
+            (
+                "terms on",
+                (", ".join(terms) or "none")
+                + ("" if self.tile_tokens is None else f"; {self.tile_tokens}-token tiles"),
+            ),
+        ]
+
+    def __repr__(self) -> str:
+        return one_line("CalibratedCost", f"{self.hardware.slug}, {self.model.slug}", self._display_rows()[:5])
+
+    def _repr_html_(self) -> str:
+        return html_table(f"CalibratedCost: {self.model.name} on {self.hardware.name}", self._display_rows())
 
     @property
     def _moe_active(self) -> bool:

@@ -38,6 +38,7 @@ from budgetlab._checks import number_in
 from budgetlab.catalog import resolve_hardware, resolve_model
 from budgetlab.cost.calibrated import CalibratedCost
 from budgetlab.cost.measurements import TOKEN_COLUMNS, measured_batches, read_measurements
+from budgetlab.display import html_table, one_line
 from budgetlab.errors import CalibrationError  # importable from here too
 from budgetlab.specs import Batch, HardwareSpec, ModelSpec
 
@@ -136,6 +137,27 @@ class CalibrationResult:
     def num_holdout(self) -> int:
         """Rows held back [count]."""
         return int((self.table["split"] == "holdout").sum())
+
+    def _display_rows(self) -> list[tuple[str, str]]:
+        rows = [
+            (str(row.name), f"{row.value:.4g} ± {row.stderr:.2g} {row.unit}" + (" (at bound)" if row.at_bound else ""))
+            for row in self.parameters.itertuples(index=False)
+        ]
+        rows.append(("train", f"{self.num_train} rows, MAPE {self.train_mape:.1%}, max {self.train_max_error:.1%}"))
+        if self.num_holdout:
+            rows.append(
+                (
+                    "held back",
+                    f"{self.num_holdout} rows, MAPE {self.holdout_mape:.1%}, max {self.holdout_max_error:.1%}",
+                )
+            )
+        return rows
+
+    def __repr__(self) -> str:
+        return one_line("CalibrationResult", f"{len(self.parameters)} parameters", self._display_rows())
+
+    def _repr_html_(self) -> str:
+        return html_table("CalibrationResult", self._display_rows())
 
     def summary(self) -> str:
         """A few lines for a notebook: each parameter ± its standard error, and the errors."""

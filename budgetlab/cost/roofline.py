@@ -24,7 +24,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from budgetlab._checks import number_in
+from budgetlab.display import html_table, one_line
 from budgetlab.specs import Batch, HardwareSpec, ModelSpec
+from budgetlab.text import fmt_latency
 
 if TYPE_CHECKING:
     from budgetlab.cost.protocol import CostModel
@@ -67,6 +69,19 @@ class IdealCost:
     def flops_per_token(self) -> float:
         """Linear-layer math per token [FLOP]: ``2 × num_params``."""
         return 2.0 * self.model.num_params
+
+    def _display_rows(self) -> list[tuple[str, str]]:
+        return [
+            ("weight read", fmt_latency(self.weight_read_s)),
+            ("per token", fmt_latency(self.per_token_s)),
+            ("knee", f"{self.weight_read_s / self.per_token_s:,.0f} tokens"),
+        ]
+
+    def __repr__(self) -> str:
+        return one_line("IdealCost", f"{self.hardware.slug}, {self.model.slug}", self._display_rows())
+
+    def _repr_html_(self) -> str:
+        return html_table(f"IdealCost: {self.model.name} on {self.hardware.name}", self._display_rows())
 
     def step_time_s(self, num_tokens: ArrayLike) -> np.ndarray | float:
         """Time of a step that processes ``num_tokens`` tokens [s] (vectorized).

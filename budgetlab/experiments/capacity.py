@@ -24,6 +24,7 @@ from budgetlab._checks import fraction_in, random_seed
 from budgetlab.catalog import resolve_hardware, resolve_model
 from budgetlab.cost.named import CostSpec, check_cost, cost_label, make_cost
 from budgetlab.cost.roofline import shortest_step_s
+from budgetlab.display import html_table, one_line
 from budgetlab.errors import CapacityAboveBoundsError, ParameterError, SLOUnattainableError
 from budgetlab.experiments.search import (
     LoadProbe,
@@ -103,6 +104,22 @@ class CapacityResult:
     cost: str
     seed: int
     evaluations: pd.DataFrame = field(repr=False)
+
+    def _display_rows(self) -> list[tuple[str, str]]:
+        return [
+            ("capacity per replica", f"{self.capacity_per_s:.3g} requests/s"),
+            ("breaks at", f"{self.upper_per_s:.3g} requests/s on {'; '.join(map(str, self.breaking)) or '-'}"),
+            ("SLO", str(self.slo)),
+            ("engine", f"budget {self.engine.max_num_batched_tokens:,}, max_num_seqs {self.engine.max_num_seqs:,}"),
+            ("setting", f"{self.hardware} + {self.model}, {self.cost} cost"),
+            ("simulations", f"{self.num_simulations:,}"),
+        ]
+
+    def __repr__(self) -> str:
+        return one_line("CapacityResult", f"{self.capacity_per_s:.3g} req/s", self._display_rows()[1:4])
+
+    def _repr_html_(self) -> str:
+        return html_table("CapacityResult", self._display_rows())
 
     @property
     def bracket_per_s(self) -> tuple[float, float]:

@@ -40,6 +40,7 @@ from budgetlab._checks import fraction_in, positive_factors, random_seed
 from budgetlab.admission import Gate
 from budgetlab.catalog import resolve_hardware, resolve_model
 from budgetlab.cost.named import CostSpec, check_cost
+from budgetlab.display import html_table, one_line
 from budgetlab.errors import CapacityAboveBoundsError, SLOUnattainableError
 from budgetlab.experiments.capacity import CapacityOutcome, CapacityResult, CapacityTask, Numbers, run_capacity_task
 from budgetlab.experiments.executors import check_executor, executor_for, run_tasks, show_progress
@@ -195,6 +196,25 @@ class TuneResult:
 
     def __str__(self) -> str:
         return "\n".join(self.explanation)
+
+    def _display_rows(self) -> list[tuple[str, str]]:
+        rows = [
+            ("max_num_batched_tokens", f"{self.max_num_batched_tokens:,}"),
+            ("max_num_seqs", f"{self.max_num_seqs:,}"),
+            ("capacity per replica", f"{self.capacity_per_s:.3g} requests/s"),
+            ("binding gate", self.binding_gate.label),
+            ("SLO", str(self.slo)),
+            ("candidates simulated", f"{len(self.candidates):,}"),
+        ]
+        if self.memory_tight:
+            rows.append(("memory", "tight: the answer is memory, sharding or replicas, not a knob"))
+        return rows
+
+    def __repr__(self) -> str:
+        return one_line("TuneResult", f"{self.capacity_per_s:.3g} req/s", self._display_rows()[:4])
+
+    def _repr_html_(self) -> str:
+        return html_table("TuneResult (str() gives the reasons)", self._display_rows())
 
 
 def tune(

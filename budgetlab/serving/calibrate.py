@@ -40,6 +40,7 @@ import pandas as pd
 from budgetlab._checks import number_in, random_seed
 from budgetlab.cost.calibrated import CalibratedCost
 from budgetlab.cost.fit import FITTABLE, Fittable, standard_errors
+from budgetlab.display import html_table, one_line
 from budgetlab.errors import CalibrationError
 from budgetlab.serving.bench import BenchResult, read_vllm_bench
 from budgetlab.serving.overhead import ServingOverhead, client_metrics, client_requests
@@ -103,6 +104,22 @@ class ServingCalibration:
         ``engine`` (default: the benchmark's) and ``requests`` (default: the replayed ones)."""
         run = simulate(list(requests or self.requests), engine=engine or self.engine, cost=self.cost)
         return client_metrics(client_requests(run, self.overhead))
+
+    def _display_rows(self) -> list[tuple[str, str]]:
+        rows = [
+            (str(r.name), f"{r.value:.4g} ± {r.stderr:.2g} {r.unit}" + (" (at bound)" if r.at_bound else ""))
+            for r in self.parameters.itertuples(index=False)
+        ]
+        for split, errors in (("train", self.train_errors), ("held back", self.holdout_errors)):
+            if not all(math.isnan(v) for v in errors.values()):
+                rows.append((split, ", ".join(f"{k} {v:+.1%}" for k, v in errors.items())))
+        return rows
+
+    def __repr__(self) -> str:
+        return one_line("ServingCalibration", f"{len(self.requests):,} requests", self._display_rows())
+
+    def _repr_html_(self) -> str:
+        return html_table("ServingCalibration", self._display_rows())
 
     def summary(self) -> str:
         """Each parameter ± its standard error, and the errors, in a few lines."""

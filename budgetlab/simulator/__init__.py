@@ -134,11 +134,13 @@ from typing import Any
 import pandas as pd
 
 from budgetlab.cost import CostModel, hardware_of, model_of
+from budgetlab.display import html_table, one_line
 from budgetlab.simulator.inputs import check_cost_matches_engine, check_requests_fit, kv_pool_blocks, request_table
 from budgetlab.simulator.loop import SIM_MODES, RunOptions, SimMode, run
 from budgetlab.simulator.state import STEP_KINDS, new_state
 from budgetlab.simulator.trace import RESULT_COLUMNS, STEP_COLUMNS, Trace, build_trace
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
+from budgetlab.text import fmt_duration, fmt_int, fmt_latency, fmt_percent
 
 __all__ = [
     "simulate",
@@ -291,6 +293,29 @@ class SimResult:
     def steps(self) -> pd.DataFrame:
         """Per-step table (see the class docstring)."""
         return self._trace.steps_frame()
+
+    def _display_rows(self) -> list[tuple[str, str]]:
+        s = self.summary()
+        return [
+            ("requests", f"{fmt_int(s['num_requests'])} in {fmt_duration(float(s['makespan_s']))}"),
+            ("steps", fmt_int(s["num_steps"])),
+            ("TTFT p50 / p90", f"{fmt_latency(float(s['ttft_p50_s']))} / {fmt_latency(float(s['ttft_p90_s']))}"),
+            ("ITL p50 / p99", f"{fmt_latency(float(s['itl_p50_s']))} / {fmt_latency(float(s['itl_p99_s']))}"),
+            ("output throughput", f"{fmt_int(s['throughput_tokens_per_s'])} tokens/s"),
+            ("preemptions", fmt_int(s["num_preemptions"])),
+            ("prefix hit rate", fmt_percent(float(s["prefix_hit_rate"]))),
+            ("KV pool", f"{fmt_int(self.num_kv_blocks)} blocks, peak {fmt_percent(float(s['kv_peak_fraction']))}"),
+        ]
+
+    def __repr__(self) -> str:
+        return one_line("SimResult", f"mode {self.mode!r}", self._display_rows()[:5])
+
+    def _repr_html_(self) -> str:
+        title = (
+            f"SimResult: budget {fmt_int(self.engine.max_num_batched_tokens)}, "
+            f"max_num_seqs {fmt_int(self.engine.max_num_seqs)}"
+        )
+        return html_table(title, self._display_rows())
 
     def summary(self) -> dict[str, float | int]:
         """Headline numbers of the run (definitions in :mod:`budgetlab.metrics`).
