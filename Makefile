@@ -78,8 +78,11 @@ reports: $(STAMP)
 reports-all: $(STAMP)
 	$(BIN)/python -m budgetlab.reports $(ARGS)
 
+# JupyterLab on this machine only (127.0.0.1), as root too; first the git filter that strips
+# outputs from every notebook git stores (.gitattributes names it, this configures it locally).
 lab: $(LAB_STAMP)
-	$(BIN)/jupyter lab notebooks/
+	@if git rev-parse --git-dir >/dev/null 2>&1; then $(BIN)/nbstripout --install --attributes .gitattributes; fi
+	$(BIN)/jupyter lab --ip=127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py

@@ -48,7 +48,11 @@ def test_nbstripout_verify():
         capture_output=True,
         text=True,
     )
-    assert result.returncode == 0, f"run `nbstripout notebooks/*.ipynb`:\n{result.stdout}{result.stderr}"
+    assert result.returncode == 0, (
+        "a notebook was committed with outputs. Strip them with `.venv/bin/nbstripout notebooks/*.ipynb` "
+        "and commit again; `make lab` installs the git filter (.gitattributes) that strips them on every "
+        f"commit, so it does not happen again:\n{result.stdout}{result.stderr}"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -192,3 +196,13 @@ def test_arithmetic_detector():
     assert _arithmetic("x = a * 1e3") == ["a * 1000.0"]
     assert _arithmetic("y = 'a' + f'{b}' + c") == []
     assert _arithmetic("z = n + 1") == ["n + 1"]
+
+
+def test_git_strips_notebook_outputs_through_the_filter():
+    root = NOTEBOOKS_DIR.parent
+    attributes = (root / ".gitattributes").read_text(encoding="utf-8").splitlines()
+    assert "*.ipynb filter=nbstripout" in attributes, "keep the nbstripout filter in .gitattributes"
+    makefile = (root / "Makefile").read_text(encoding="utf-8")
+    assert "nbstripout --install --attributes .gitattributes" in makefile, "make lab installs the filter"
+    assert "--ip=127.0.0.1" in makefile and "--allow-root" in makefile
+    assert "id: nbstripout" in (root / ".pre-commit-config.yaml").read_text(encoding="utf-8")
