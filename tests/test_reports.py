@@ -356,12 +356,15 @@ def test_failing_notebook_exits_1_and_the_other_still_renders(cli_run) -> None:
     assert "1 ok, 1 failed" in stdout
 
     folder = out / "small"
-    # the partial notebook keeps the output up to the failing cell, and is rendered
-    partial = nbformat.read(folder / f"{FAILS}.ipynb", as_version=4)
+    # the partial notebook keeps the output up to the failing cell, and is rendered, beside
+    # (never in place of) the report's own names, which only a good render writes
+    partial = nbformat.read(folder / f"{FAILS}.failed.ipynb", as_version=4)
     text = json.dumps(partial)
     assert "validating the parameters" in text and "budget_tokens must be positive" in text
-    assert (folder / f"{FAILS}.html").is_file() and (folder / f"{FAILS}-handout.html").is_file()
+    assert (folder / f"{FAILS}.failed.html").is_file() and (folder / f"{FAILS}.failed-handout.html").is_file()
+    assert not (folder / f"{FAILS}.ipynb").exists() and not (folder / f"{FAILS}.html").exists()
     assert not (folder / f"{FAILS}.results.json").exists()
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # no staging folder left
     # the other notebook rendered completely
     for suffix in (".ipynb", ".html", "-handout.html", ".results.json"):
         name = CHARTS + suffix
@@ -405,3 +408,35 @@ def test_importing_the_machinery_starts_no_papermill() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.notebook
+def test_a_failed_render_never_replaces_a_good_report(tmp_path: Path) -> None:
+    (good,) = reports.render([CHARTS], notebooks_dir=FIXTURES, out_dir=tmp_path)
+    assert good.ok
+    folder = tmp_path / "small"
+    before = {name: (folder / name).read_bytes() for name in (f"{CHARTS}.html", f"{CHARTS}.results.json")}
+    (bad,) = reports.render([CHARTS], overrides={"num_points": 1}, notebooks_dir=FIXTURES, out_dir=tmp_path)
+    assert not bad.ok and "num_points must be an integer >= 2" in (bad.error or "")
+    assert {name: (folder / name).read_bytes() for name in before} == before  # the good report stays
+    assert bad.ipynb_path == folder / f"{CHARTS}.failed.ipynb" and bad.ipynb_path.is_file()
+    assert bad.html_path == folder / f"{CHARTS}.failed.html" and bad.html_path.is_file()
+    # a later good render clears the failure
+    (again,) = reports.render([CHARTS], notebooks_dir=FIXTURES, out_dir=tmp_path)
+    assert again.ok and not (folder / f"{CHARTS}.failed.ipynb").exists()
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]
+    injected = json.loads((folder / f"{CHARTS}.ipynb").read_text())
+    source = "".join(
+        "".join(c["source"]) for c in injected["cells"] if "injected-parameters" in c["metadata"].get("tags", [])
+    )
+    assert f"{CHARTS}.results.json" in source and str(tmp_path) not in source  # no local path
+
+
+def test_cli_syntax_in_messages_and_bad_yaml_refused() -> None:
+    message = 'Fix: pass a list, e.g. papermill -y "budgets: [256, 512]". Or papermill -p budget_tokens 2048.'
+    assert reports.cli_syntax(message) == (
+        'Fix: pass a list, e.g. python -m budgetlab.reports -p budgets "[256, 512]". '
+        "Or python -m budgetlab.reports -p budget_tokens 2048."
+    )
+    code, _, stderr = run_main("03", "-p", "budgets", "[512,")
+    assert code == 2 and "is not valid YAML" in stderr and '-p budgets "[512, 2048]"' in stderr

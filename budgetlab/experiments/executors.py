@@ -83,11 +83,28 @@ class SerialExecutor(cf.Executor):
             self._shutdown = True
 
 
+def _main_is_a_script() -> bool:
+    """Whether ``__main__`` is a file run as ``python file.py`` (not a module, a notebook or a REPL).
+
+    ``forkserver`` and ``spawn`` workers run such a file again before they start, which re-runs
+    every sweep written in it without an ``if __name__ == "__main__":`` guard (and breaks the
+    pool): a script therefore gets ``fork`` workers, which do not re-run it.
+    """
+    main = sys.modules.get("__main__")
+    if main is None or getattr(getattr(main, "__spec__", None), "name", None) is not None:
+        return False
+    return bool(getattr(main, "__file__", None))
+
+
 def _mp_context() -> multiprocessing.context.BaseContext:
     """``forkserver`` where available (clean, fast workers with budgetlab preloaded; fork
     from a process that may hold threads, such as a Dask client's, can deadlock), else
-    ``spawn``."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
+    ``spawn``; but ``fork`` for a plain script (:func:`_main_is_a_script`), so that ``sweep``,
+    ``capacity`` and ``tune`` work in a ``.py`` file without a ``__main__`` guard."""
+    methods = multiprocessing.get_all_start_methods()
+    if _main_is_a_script() and "fork" in methods:
+        return multiprocessing.get_context("fork")
+    if "forkserver" in methods:
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
         return ctx

@@ -40,7 +40,9 @@ def write_index(
 ) -> Path:
     """Merge ``outcomes`` into ``out_dir/index.json`` and rewrite ``out_dir/index.html``.
 
-    Reports rendered by earlier runs stay listed while their notebook file exists.
+    Reports rendered by earlier runs stay listed while their notebook file exists. A failed
+    render links its partial pages (``<notebook>.failed.*``) and, when there is one, the last
+    good report, which a failure never replaces.
     """
     out_dir = Path(out_dir)
     titles = titles or {}
@@ -57,7 +59,11 @@ def write_index(
             "overrides": {k: v for k, v in (overrides or {}).items() if k in o.parameters},
             "rendered_at": now,
         }
-    kept = [entries[key] for key in sorted(entries) if (out_dir / key[0] / f"{key[1]}.ipynb").exists()]
+    kept = [
+        entries[key]
+        for key in sorted(entries)
+        if any((out_dir / key[0] / f"{key[1]}{suffix}.ipynb").exists() for suffix in ("", ".failed"))
+    ]
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / INDEX_JSON).write_text(json.dumps({"reports": kept}, indent=2, default=str) + "\n", encoding="utf-8")
     path = out_dir / INDEX_HTML
@@ -121,6 +127,12 @@ def _index_html(out_dir: Path, entries: Sequence[Mapping[str, Any]]) -> str:
                 return '<span class="muted">–</span>'
 
             ok = e.get("status") == "ok"
+            if not ok:  # the failed render's partial pages; the last good report stays apart
+                if (out_dir / f"{base}.html").exists():
+                    last_good = f'<a href="{esc(base)}.html">the last good report</a> is kept'
+                else:
+                    last_good = ""
+                base = f"{base}.failed"
             title = str(e.get("title") or "")
             name_cell = f"<code>{esc(nb)}</code>" + (f"<br>{esc(title)}" if title else "")
             notes = []
@@ -129,6 +141,8 @@ def _index_html(out_dir: Path, entries: Sequence[Mapping[str, Any]]) -> str:
                 notes.append(f"<code>-p {esc(shown)}</code>")
             if e.get("error"):
                 notes.append(f'<span class="error">{esc(str(e["error"]))}</span>')
+            if not ok and last_good:
+                notes.append(last_good)
             parts.append(
                 "<tr>"
                 f"<td>{name_cell}</td>"

@@ -18,6 +18,8 @@ import functools
 import json
 import os
 import re
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -164,6 +166,13 @@ def _working_directory(path: Path) -> Iterator[None]:
         os.chdir(old)
 
 
+def _relative_results_path(nb: Any, staged: Path, name: str) -> None:
+    """Show the results file by its name in the injected-parameters cell (no local path)."""
+    for cell in nb.cells:
+        if "injected-parameters" in cell.get("metadata", {}).get("tags", []):
+            cell.source = cell.source.replace(repr(str(staged)), repr(name)).replace(str(staged), name)
+
+
 def _run_job(
     job: Job,
     *,
@@ -177,19 +186,31 @@ def _run_job(
     import papermill
 
     start = time.perf_counter()
-    ipynb = job.out_dir / f"{job.notebook}.ipynb"
-    report_html = job.out_dir / f"{job.notebook}.html"
-    handout_html = job.out_dir / f"{job.notebook}-handout.html"
+    final = {
+        "ipynb": job.out_dir / f"{job.notebook}.ipynb",
+        "html": job.out_dir / f"{job.notebook}.html",
+        "handout": job.out_dir / f"{job.notebook}-handout.html",
+        "results": job.results_path,
+    }
+    failed = {
+        key: path.with_name(f"{job.notebook}.failed{path.name[len(job.notebook) :]}") for key, path in final.items()
+    }
     job.out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in (ipynb, report_html, handout_html, job.results_path):
-        stale.unlink(missing_ok=True)
+    # everything is written to a staging folder and moved into place only when the render
+    # succeeded: a failed (or interrupted) render never replaces an earlier good report
+    staging = Path(tempfile.mkdtemp(prefix=f".{job.notebook}.", dir=job.out_dir))
+    staged = {key: staging / path.name for key, path in final.items()}
+    ipynb, report_html, handout_html = staged["ipynb"], staged["html"], staged["handout"]
+    parameters = dict(job.parameters)
+    if RESULTS_PARAMETER in parameters:
+        parameters[RESULTS_PARAMETER] = str(staged["results"])
 
     error: str | None = None
     try:
         papermill.execute_notebook(
             str(job.input_path),
             str(ipynb),
-            parameters=job.parameters,
+            parameters=parameters,
             kernel_name=kernel_name,
             cwd=str(cwd),
             progress_bar=False,
@@ -209,6 +230,8 @@ def _run_job(
     if ipynb.exists():
         try:
             nb = nbformat.read(ipynb, as_version=4)
+            _relative_results_path(nb, staged["results"], final["results"].name)
+            nbformat.write(nb, ipynb)
             title = notebook_title(job.input_path) or job.notebook
             with export_lock:
                 for exporter, path, suffix in (
@@ -222,15 +245,28 @@ def _run_job(
     elif error is None:
         error = "papermill wrote no notebook"
 
+    try:
+        places = final if error is None else failed
+        for key, path in staged.items():
+            if path.exists():
+                os.replace(path, places[key])
+            elif error is None:
+                final[key].unlink(missing_ok=True)  # not written this time: no stale copy stays
+        if error is None:
+            for path in failed.values():
+                path.unlink(missing_ok=True)  # a failure of an earlier render is no longer true
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    paths = final if error is None else failed
     return ReportOutcome(
         notebook=job.notebook,
         scenario=job.scenario,
         ok=error is None,
         seconds=time.perf_counter() - start,
-        ipynb_path=ipynb,
-        html_path=report_html,
-        handout_path=handout_html,
-        results_path=job.results_path,
+        ipynb_path=paths["ipynb"],
+        html_path=paths["html"],
+        handout_path=paths["handout"],
+        results_path=paths["results"],
         parameters=dict(job.parameters),
         error=error,
     )

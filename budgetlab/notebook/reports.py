@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -71,6 +72,7 @@ from budgetlab.notebook.plan import (
 from budgetlab.notebook.render import ReportOutcome, make_exporters, render, vega_bundle
 
 __all__ = [
+    "DEFAULT_SCENARIO",
     "Job",
     "ReportError",
     "ReportOutcome",
@@ -78,6 +80,7 @@ __all__ = [
     "find_notebooks",
     "find_scenarios",
     "load_scenario",
+    "cli_syntax",
     "main",
     "make_exporters",
     "notebook_parameters",
@@ -110,7 +113,10 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME",
-        help="scenario from NOTEBOOKS_DIR/params/NAME.yaml; repeatable (default: all)",
+        help=(
+            "scenario from NOTEBOOKS_DIR/params/NAME.yaml; repeatable (default: all, or only "
+            "h100-llama-3.1-8b when -p is given)"
+        ),
     )
     p.add_argument(
         "-p",
@@ -141,19 +147,49 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+DEFAULT_SCENARIO = "h100-llama-3.1-8b"
+"""The seeds' scenario: what ``-p`` without ``-s`` renders (and ``make reports``)."""
+
+
 def _list(notebooks_dir: Path, params_dir: Path) -> None:
+    """Every notebook with each parameter's type, default and help; the scenarios; the names."""
+    from budgetlab.catalog import list_hardware, list_models
+
     notebooks = find_notebooks(notebooks_dir)
     scenarios = find_scenarios(params_dir)
     print(f"Notebooks in {notebooks_dir}/:" if notebooks else f"No notebooks in {notebooks_dir}/.")
     for name, path in notebooks.items():
-        params = notebook_parameters(path)
-        shown = ", ".join(
-            f"{k}: {v.get('inferred_type_name') or '?'}" for k, v in params.items() if k != RESULTS_PARAMETER
-        )
-        print(f"  {name}" + (f"  ({shown})" if shown else "  (no parameters)"))
+        params = {k: v for k, v in notebook_parameters(path).items() if k != RESULTS_PARAMETER}
+        print(f"  {name}" + ("" if params else "  (no parameters)"))
+        for key, info in params.items():
+            help_text = f"  # {info['help']}" if info.get("help") else ""
+            print(f"      {key}: {info.get('inferred_type_name') or '?'} = {info.get('default')}{help_text}")
     print(f"Scenarios in {params_dir}/:" if scenarios else f"No scenarios in {params_dir}/.")
     for name in scenarios:
-        print(f"  {name}")
+        print(f"  {name}" + ("  (the default with -p and no -s)" if name == DEFAULT_SCENARIO else ""))
+    print(f"GPUs (-p hardware NAME): {', '.join(list_hardware())}")
+    print(f"Models (-p model NAME): {', '.join(list_models())}")
+
+
+_PAPERMILL_LIST = re.compile(r'papermill -y "(\w+): ([^"]*)"')
+_PAPERMILL_VALUE = re.compile(r"papermill -p (\w+) (\S+)")
+
+
+def cli_syntax(message: str) -> str:
+    """A notebook's error message with its papermill advice in this command's syntax
+    (``-p NAME VALUE``)."""
+    message = _PAPERMILL_LIST.sub(lambda m: f'python -m budgetlab.reports -p {m.group(1)} "{m.group(2)}"', message)
+    return _PAPERMILL_VALUE.sub(lambda m: f"python -m budgetlab.reports -p {m.group(1)} {m.group(2)}", message)
+
+
+def _check_override(name: str, text: str) -> None:
+    """Refuse a ``-p`` value that starts like a YAML list or mapping but does not parse."""
+    stripped = text.strip()
+    if stripped[:1] in "[{" and isinstance(parse_override(text), str):
+        raise ReportError(
+            f'-p {name} {text!r} is not valid YAML; write a list like -p {name} "[512, 2048]" '
+            "(quote the whole value in the shell)"
+        )
 
 
 def _print_summary(outcomes: Sequence[ReportOutcome], elapsed_s: float, index: Path) -> None:
@@ -205,6 +241,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.jobs < 1 and not args.list:
         parser.error("--jobs must be at least 1")
+    try:
+        for name, value in args.parameter:
+            _check_override(name, value)
+    except ReportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     overrides = {name: parse_override(value) for name, value in args.parameter}
     total = done = 0
 
@@ -216,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def progress(o: ReportOutcome) -> None:
         nonlocal done
         done += 1
-        tail = f"  {o.error}" if o.error else ""
+        tail = f"  {cli_syntax(o.error)}" if o.error else ""
         counter = f"[{done:>{len(str(total))}}/{total}]"
         print(f"{counter} {o.name:<48} {o.seconds:6.1f} s  {o.status}{tail}", flush=True)
 
@@ -228,9 +270,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.list:
             _list(notebooks_dir, params_dir)
             return 0
+        scenarios = args.scenario
+        if overrides and not scenarios and DEFAULT_SCENARIO in find_scenarios(params_dir):
+            scenarios = [DEFAULT_SCENARIO]
+            print(f"note: -p without -s renders the default scenario {DEFAULT_SCENARIO} only; add -s NAME for others")
         outcomes = render(
             args.notebooks,
-            args.scenario,
+            scenarios,
             overrides,
             notebooks_dir=notebooks_dir,
             params_dir=params_dir,
@@ -251,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _print_summary(outcomes, time.perf_counter() - start, args.out / INDEX_HTML)
     failed = [o for o in outcomes if not o.ok]
     for o in failed:
-        print(f"FAILED {o.name}: {o.error} (partial notebook: {o.ipynb_path})", file=sys.stderr)
+        print(f"FAILED {o.name}: {cli_syntax(o.error or '')} (partial notebook: {o.ipynb_path})", file=sys.stderr)
     return 1 if failed else 0
 
 
