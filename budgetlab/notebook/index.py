@@ -148,7 +148,7 @@ def _index_html(out_dir: Path, entries: Sequence[Mapping[str, Any]]) -> str:
                 f"<td>{name_cell}</td>"
                 f'<td class="{"ok" if ok else "failed"}">{"ok" if ok else "FAILED"}</td>'
                 f"<td>{link(base + '.html', 'report')}</td>"
-                f"<td>{link(base + '-handout.html', 'handout')}</td>"
+                f"<td>{link(base + '-handout.html', 'handout')} · {link(base + '-handout.pdf', 'PDF')}</td>"
                 f'<td class="links">{link(base + ".results.json", "JSON")} · '
                 f"{link(base + '.ipynb', 'ipynb')}</td>"
                 f'<td class="num">{float(e.get("seconds") or 0):.1f} s</td>'

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import threading
 import time
@@ -26,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Unpack
 
+from budgetlab.notebook.handout import find_chromium, handout_notebook, print_pdf
 from budgetlab.notebook.index import write_index
 from budgetlab.notebook.plan import RESULTS_PARAMETER, Folders, Job, notebook_title, plan, resolve_folders
 
@@ -58,6 +60,9 @@ class ReportOutcome:
     seconds : float
         Wall time for executing and rendering this report [s].
     ipynb_path, html_path, handout_path, results_path : Path
+    pdf_path : Path or None
+        The handout printed to PDF (``<notebook>-handout.pdf``); ``None`` when no PDF was asked
+        for or no Chromium is installed.
         The four outputs (they exist only where that step got that far).
     parameters : dict
         The parameters passed to papermill (``results_path`` included).
@@ -75,6 +80,7 @@ class ReportOutcome:
     results_path: Path
     parameters: dict[str, Any]
     error: str | None = None
+    pdf_path: Path | None = None
 
     @property
     def name(self) -> str:
@@ -181,6 +187,7 @@ def _run_job(
     export_lock: threading.Lock,
     kernel_name: str,
     cell_timeout_s: float | None,
+    chromium: str | None = None,
 ) -> ReportOutcome:
     import nbformat
     import papermill
@@ -191,6 +198,7 @@ def _run_job(
         "html": job.out_dir / f"{job.notebook}.html",
         "handout": job.out_dir / f"{job.notebook}-handout.html",
         "results": job.results_path,
+        "pdf": job.out_dir / f"{job.notebook}-handout.pdf",
     }
     failed = {
         key: path.with_name(f"{job.notebook}.failed{path.name[len(job.notebook) :]}") for key, path in final.items()
@@ -234,16 +242,21 @@ def _run_job(
             nbformat.write(nb, ipynb)
             title = notebook_title(job.input_path) or job.notebook
             with export_lock:
-                for exporter, path, suffix in (
-                    (exporters[0], report_html, ""),
-                    (exporters[1], handout_html, " (handout)"),
+                for exporter, path, suffix, source in (
+                    (exporters[0], report_html, "", nb),
+                    (exporters[1], handout_html, " (handout)", handout_notebook(nb)),
                 ):
                     page_title = f"{title} · {job.scenario}{suffix}"
-                    _export(exporter, nb, path, title=page_title, scenario=job.scenario, parameters=job.parameters)
+                    _export(exporter, source, path, title=page_title, scenario=job.scenario, parameters=job.parameters)
         except Exception as exc:  # a failed export is reported like a failed cell
             error = error or f"rendering HTML failed: {_error_message(exc)}"
     elif error is None:
         error = "papermill wrote no notebook"
+    if error is None and chromium is not None:
+        try:
+            print_pdf(handout_html, staged["pdf"], chromium=chromium)
+        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            error = f"printing the handout PDF failed: {_error_message(exc)}"
 
     try:
         places = final if error is None else failed
@@ -269,6 +282,7 @@ def _run_job(
         results_path=paths["results"],
         parameters=dict(job.parameters),
         error=error,
+        pdf_path=paths["pdf"] if paths["pdf"].exists() else None,
     )
 
 
@@ -298,6 +312,7 @@ def render(
     cell_timeout_s: float | None = 600.0,
     on_plan: Callable[[Sequence[Job]], None] | None = None,
     on_report: Callable[[ReportOutcome], None] | None = None,
+    pdf: bool = True,
     **folders: Unpack[Folders],
 ) -> list[ReportOutcome]:
     """Execute and render every selected notebook × scenario; update the index.
@@ -317,6 +332,9 @@ def render(
         starts, when there are any.
     on_report : callable, optional
         Called with each :class:`ReportOutcome` as soon as it is finished.
+    pdf : bool
+        Also print each handout to ``<notebook>-handout.pdf`` with headless Chromium
+        (:mod:`budgetlab.notebook.handout`); skipped when no Chromium is installed.
     **folders
         ``notebooks_dir`` (also the kernels' working directory), ``params_dir``, ``out_dir``
         (see :class:`~budgetlab.notebook.plan.Folders`).
@@ -356,6 +374,7 @@ def render(
         export_lock=lock,
         kernel_name=kernel_name,
         cell_timeout_s=cell_timeout_s,
+        chromium=find_chromium() if pdf else None,
     )
     outcomes: dict[int, ReportOutcome] = {}
     with _working_directory(notebooks_dir):
