@@ -79,7 +79,8 @@ def test_required_runtime_dependencies_declared():
     altair = next(Requirement(t) for t in project["dependencies"] if Requirement(t).name == "altair")
     assert "<7" in str(altair.specifier)
     extras = project["optional-dependencies"]
-    assert {canonicalize_name(Requirement(t).name) for t in extras["lab"]} == {"jupyterlab"}
+    # JupyterLab, and nbstripout for the git filter `make lab` installs
+    assert {canonicalize_name(Requirement(t).name) for t in extras["lab"]} == {"jupyterlab", "nbstripout"}
     assert {"pytest", "hypothesis", "nbstripout", "pyyaml", "packaging"} <= {
         canonicalize_name(Requirement(t).name) for t in extras["test"]
     }
@@ -150,7 +151,8 @@ def test_wheel_lists_every_notebook_from_any_folder(installed_wheel, tmp_path: P
     notebooks = sorted(p.stem for p in (REPO_ROOT / "notebooks").glob("*.ipynb"))
     assert len(notebooks) == 10
     for name in notebooks:
-        assert f"  {name}  (" in listed.stdout, name
+        assert f"\n  {name}\n" in listed.stdout, name  # each followed by its parameters, one a line
+    assert "      hardware: str = " in listed.stdout and "GPUs (-p hardware NAME): " in listed.stdout
     assert "budgetlab/_data/notebooks" in listed.stdout and "h100-llama-3.1-8b" in listed.stdout
     script = _run(python.parent / "budgetlab-reports", env, tmp_path, "--list")  # the console script
     assert script.returncode == 0 and script.stdout == listed.stdout, script.stderr
