@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from budgetlab.memory import blocks_for_tokens
+from budgetlab.memory import ceil_blocks
 
 __all__ = ["Gate", "Admission", "seq_slot_free", "budget_has_room", "kv_blocks_fit", "admit"]
 
@@ -79,7 +79,7 @@ def kv_blocks_fit(
     queue, so it costs as much as a new block); ``reserve_blocks`` is vLLM's watermark
     (``vllm-v1-prefix-async-priority.md`` rules 10–13).
     """
-    return blocks_for_tokens(known_tokens, block_size) - held_hit_blocks + reserve_blocks <= free_blocks
+    return ceil_blocks(known_tokens, block_size) - held_hit_blocks + reserve_blocks <= free_blocks
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ def admit(
         return Admission(False, Gate.BUDGET, "this step's token budget is used up")
     if not seq_slot_free(num_running=num_running, max_num_seqs=max_num_seqs):
         return Admission(False, Gate.SLOT, f"all {max_num_seqs} sequence slots (max_num_seqs) are taken")
-    needed = blocks_for_tokens(known_tokens, block_size)
+    needed = ceil_blocks(known_tokens, block_size)
     if not kv_blocks_fit(known_tokens=known_tokens, free_blocks=free_blocks, block_size=block_size):
         return Admission(
             False,

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from budgetlab._checks import number_in
+from budgetlab._checks import int_at_least, number_in
 from budgetlab.cost.inverse import bisect_largest
 from budgetlab.cost.protocol import CostModel
 from budgetlab.errors import NoBudgetMeetsTargetError
@@ -110,8 +110,7 @@ def fill_step(
     KV-cache blocks, the third gate, are not modelled here; :mod:`budgetlab.admission` and the
     simulator add them.
     """
-    if budget_tokens <= 0:
-        raise ValueError(f"budget_tokens must be > 0, got {budget_tokens}")
+    int_at_least("budget_tokens", budget_tokens, 1, what="a whole number of tokens >= 1")
     if any(r <= 0 for r in (*running_remaining_tokens, *waiting_remaining_tokens)):
         raise ValueError("every request must still need at least 1 token")
     num_requests = len(running_remaining_tokens) + len(waiting_remaining_tokens)
@@ -165,25 +164,20 @@ def chunk_schedule(
     [1948, 1948, 1104]
     """
     check_scenario(num_decodes=num_decodes, prompt_tokens=prompt_tokens)
+    threshold = int_at_least(
+        "long_prefill_token_threshold", long_prefill_token_threshold, 0, what="an int >= 0 (0 disables it) [tokens]"
+    )
     if budget_tokens is None:
         return [prompt_tokens]
-    _check_budget_leaves_room(np.asarray(budget_tokens), num_decodes)
-    chunks: list[int] = []
-    remaining = prompt_tokens
-    decodes = [1] * num_decodes
-    while remaining > 0:
-        queue = [remaining]
-        # The first chunk comes from the waiting queue, later ones from the running list.
-        fill = fill_step(
-            budget_tokens=budget_tokens,
-            running_remaining_tokens=decodes + ([] if not chunks else queue),
-            waiting_remaining_tokens=queue if not chunks else [],
-            long_prefill_token_threshold=long_prefill_token_threshold,
-        )
-        chunk = fill.admitted_tokens[0] if not chunks else fill.running_tokens[-1]
-        chunks.append(chunk)
-        remaining -= chunk
-    return chunks
+    budget = int_at_least("budget_tokens", budget_tokens, 1, what="a whole number of tokens >= 1, or None")
+    _check_budget_leaves_room(np.asarray(budget), num_decodes)
+    # Closed form of fill_step's order, step after step: the decodes take one token each, the
+    # prompt the rest (capped at the threshold when it is not alone), the same every step.
+    chunk = budget - num_decodes
+    if threshold > 0 and num_decodes > 0:
+        chunk = min(chunk, threshold)
+    full, last = divmod(prompt_tokens, chunk)
+    return [chunk] * full + ([last] if last else [])
 
 
 def prompt_steps(
@@ -452,11 +446,10 @@ def _scenario(
 
 
 def check_scenario(*, num_decodes: int, prompt_tokens: int) -> None:
-    """``ValueError`` unless ``num_decodes >= 0`` and ``prompt_tokens > 0``."""
-    if num_decodes < 0:
-        raise ValueError(f"num_decodes must be >= 0, got {num_decodes}")
-    if prompt_tokens <= 0:
-        raise ValueError(f"prompt_tokens must be > 0, got {prompt_tokens}")
+    """:class:`~budgetlab.errors.ParameterError` (a ``ValueError``) unless ``num_decodes`` is an
+    int >= 0 and ``prompt_tokens`` an int >= 1: a float, NaN, infinity or bool is refused."""
+    int_at_least("num_decodes", num_decodes, 0, what="an int >= 0 [requests]")
+    int_at_least("prompt_tokens", prompt_tokens, 1, what="an int >= 1 [tokens]")
 
 
 def _check_budget_leaves_room(budget: np.ndarray, num_decodes: int) -> None:

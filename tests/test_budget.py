@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from budgetlab import (
@@ -261,3 +261,89 @@ def test_prompt_timeline_prices_steps_like_ttft_with_a_calibrated_cost(h100, lla
     assert timeline.step_time_s.max() == longest_gap_s(cost, budget_tokens=2048, **SEED)
     busy = prompt_timeline(cost, budget_tokens=2048, decode_context_tokens=1000, **SEED)
     assert busy.end_s.iloc[-1] == ttft_s(cost, budget_tokens=2048, decode_context_tokens=1000, **SEED) > ttft
+
+
+def _chunks_by_filling_steps(budget, num_decodes, prompt_tokens, threshold):
+    """The chunk schedule step by step with fill_step (the closed form's reference)."""
+    from budgetlab.budget import fill_step
+
+    chunks, remaining = [], prompt_tokens
+    while remaining > 0:
+        queue = [remaining]
+        fill = fill_step(
+            budget_tokens=budget,
+            running_remaining_tokens=[1] * num_decodes + ([] if not chunks else queue),
+            waiting_remaining_tokens=queue if not chunks else [],
+            long_prefill_token_threshold=threshold,
+        )
+        chunk = fill.admitted_tokens[0] if not chunks else fill.running_tokens[-1]
+        chunks.append(chunk)
+        remaining -= chunk
+    return chunks
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    num_decodes=st.integers(0, 300),
+    extra=st.integers(1, 3000),
+    prompt_tokens=st.integers(1, 20000),
+    threshold=st.sampled_from([0, 1, 16, 512, 4096]),
+)
+def test_chunk_schedule_closed_form_equals_filling_step_by_step(num_decodes, extra, prompt_tokens, threshold):
+    budget = num_decodes + extra
+    expected = _chunks_by_filling_steps(budget, num_decodes, prompt_tokens, threshold)
+    assert (
+        chunk_schedule(
+            budget_tokens=budget,
+            num_decodes=num_decodes,
+            prompt_tokens=prompt_tokens,
+            long_prefill_token_threshold=threshold,
+        )
+        == expected
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"budget_tokens": float("nan")}, "budget_tokens must be a whole number"),
+        ({"budget_tokens": 2048.5}, "budget_tokens must be a whole number"),
+        ({"budget_tokens": True}, "budget_tokens must be a whole number"),
+        ({"prompt_tokens": float("inf")}, "prompt_tokens must be an int >= 1"),
+        ({"num_decodes": -1}, "num_decodes must be an int >= 0"),
+        ({"long_prefill_token_threshold": -5}, "long_prefill_token_threshold must be an int >= 0"),
+    ],
+)
+def test_chunk_schedule_refuses_bad_numbers(changes, match):
+    from budgetlab.errors import ParameterError
+
+    arguments = {"budget_tokens": 2048, "num_decodes": 100, "prompt_tokens": 5000, **changes}
+    with pytest.raises(ParameterError, match=match):
+        chunk_schedule(**arguments)
+
+
+def test_a_long_prompt_among_many_decodes_is_scheduled_at_once():
+    chunks = chunk_schedule(budget_tokens=1025, num_decodes=1024, prompt_tokens=100_000)
+    assert chunks == [1] * 100_000  # one token a step: 100,000 steps, computed in closed form
+
+
+def test_budget_for_a_huge_target_is_capped_not_overflowed(ideal):
+    from budgetlab import budget_for_step_time
+    from budgetlab.cost.inverse import MAX_SEARCH_TOKENS
+
+    assert budget_for_step_time(ideal, 1e300) == MAX_SEARCH_TOKENS
+
+
+def test_blocks_and_costs_refuse_bad_arguments_with_a_message():
+    from budgetlab import IdealCost, blocks_for_tokens
+    from budgetlab.errors import ParameterError, UnknownNameError
+
+    with pytest.raises(ParameterError, match="block_size must be an int >= 1"):
+        blocks_for_tokens(10, 0)
+    from budgetlab.catalog import hardware, model
+
+    assert IdealCost("h100-sxm", "llama-3.1-8b") == IdealCost(hardware("h100-sxm"), model("llama-3.1-8b"))
+    with pytest.raises(UnknownNameError):
+        IdealCost("h100-sxn", "llama-3.1-8b")
+    with pytest.raises(ParameterError):
+        IdealCost(42, "llama-3.1-8b")

@@ -36,7 +36,8 @@ def budget_for_step_time(cost: CostModel, target_s: ArrayLike) -> np.ndarray | i
     bisection on the time of a step holding one fresh prompt chunk of ``n`` tokens
     (``batch_time_s``), which must not shrink as ``n`` grows. A cost whose step time stops
     growing meets the target at every budget; the search then stops at
-    :data:`MAX_SEARCH_TOKENS` (16,777,216 tokens) and returns that.
+    :data:`MAX_SEARCH_TOKENS` (16,777,216 tokens) and returns that. No answer exceeds it, the
+    idealized model's included (a target of 1e300 s gets 16,777,216 tokens, not an overflow).
 
     Parameters
     ----------
@@ -85,7 +86,7 @@ def budget_for_step_time(cost: CostModel, target_s: ArrayLike) -> np.ndarray | i
     if np.any(target < one_token_s):
         raise NoBudgetMeetsTargetError(_below_one_token(cost, one_token_s, target))
     if isinstance(cost, IdealCost):
-        tokens = np.floor(target / cost.per_token_s).astype(np.int64)
+        tokens = np.minimum(np.floor(target / cost.per_token_s), MAX_SEARCH_TOKENS).astype(np.int64)
     else:
         tokens = np.array([_largest_within(time_s, float(t)) for t in target.ravel()], dtype=np.int64)
         tokens = tokens.reshape(target.shape)

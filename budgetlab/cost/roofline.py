@@ -62,6 +62,10 @@ class IdealCost:
     per_token_s: float = field(init=False)
 
     def __post_init__(self) -> None:
+        from budgetlab.catalog import resolve_hardware, resolve_model  # the catalog reads files: only when asked
+
+        object.__setattr__(self, "hardware", resolve_hardware(self.hardware))  # a slug works too
+        object.__setattr__(self, "model", resolve_model(self.model))
         object.__setattr__(self, "weight_read_s", self.model.weight_bytes / self.hardware.mem_bandwidth_bytes_per_s)
         object.__setattr__(self, "per_token_s", self.flops_per_token / self.hardware.dense_bf16_flops_per_s)
 

@@ -15,7 +15,7 @@ Three modules, imported in this order:
 from __future__ import annotations
 
 from budgetlab.memory.levers import TIGHT_KV_FRACTION, is_tight, memory_levers, tight_memory_text
-from budgetlab.memory.pool import KVCapacity, blocks_for_tokens, kv_by_budget, kv_capacity, num_kv_blocks
+from budgetlab.memory.pool import KVCapacity, blocks_for_tokens, ceil_blocks, kv_by_budget, kv_capacity, num_kv_blocks
 from budgetlab.memory.profile import (
     ACTIVATION_COEFFICIENTS,
     NON_TORCH_BYTES_ONE_GPU,
@@ -59,6 +59,7 @@ __all__ = [
     "activation_dtype_bytes",
     "activation_peak",
     "blocks_for_tokens",
+    "ceil_blocks",
     "check_tp",
     "embedding_params",
     "engine_kv_bytes_per_token",

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from budgetlab._checks import int_at_least
 from budgetlab.errors import DoesNotFitError
 from budgetlab.memory.profile import ActivationPeak, GiB, activation_peak, non_torch_bytes
 from budgetlab.memory.sizes import (
@@ -43,6 +44,7 @@ from budgetlab.memory.sizes import (
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
 
 __all__ = [
+    "ceil_blocks",
     "KVCapacity",
     "kv_capacity",
     "num_kv_blocks",
@@ -51,9 +53,22 @@ __all__ = [
 ]
 
 
-def blocks_for_tokens(num_tokens: int, block_size: int) -> int:
-    """Blocks needed to hold ``num_tokens`` tokens of one sequence: ``ceil(n / block_size)``."""
+def ceil_blocks(num_tokens: int, block_size: int) -> int:
+    """``ceil(num_tokens / block_size)`` without argument checks: the simulator's hot path."""
     return -(-num_tokens // block_size)
+
+
+def blocks_for_tokens(num_tokens: int, block_size: int) -> int:
+    """Blocks needed to hold ``num_tokens`` tokens of one sequence: ``ceil(n / block_size)``.
+
+    Raises
+    ------
+    ParameterError
+        ``num_tokens`` not an int >= 0, or ``block_size`` not an int >= 1.
+    """
+    tokens = int_at_least("num_tokens", num_tokens, 0, what="an int >= 0 [tokens]")
+    size = int_at_least("block_size", block_size, 1, what="an int >= 1 (tokens per KV block)")
+    return ceil_blocks(tokens, size)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ argument and change it in place; :mod:`~budgetlab.simulator.trace` reads it at t
 Shared here, because every kind of step does them the same way:
 
 * the KV block arithmetic (:func:`new_blocks`, :func:`blocks_for_tokens_array`, both exactly
-  :func:`budgetlab.memory.blocks_for_tokens`);
+  :func:`budgetlab.memory.ceil_blocks`);
 * pricing a step (:func:`step_duration_s`) and appending it to the record (:func:`record_step`).
 
 Per-request values live in ``array.array`` buffers (:class:`RequestBuffers`: fast scalar
@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from budgetlab.cost import CostModel
-from budgetlab.memory import blocks_for_tokens
+from budgetlab.memory import ceil_blocks
 from budgetlab.simulator.blocks import BlockKeys, PrefixBlockPool
 from budgetlab.specs import Batch, EngineConfig
 
@@ -85,7 +85,7 @@ DECODE, PREFILL, RECOMPUTE = 0, 1, 2
 
 
 # --------------------------------------------------------------------------------------------
-# KV block arithmetic (one definition: memory.blocks_for_tokens)
+# KV block arithmetic (one definition: memory.ceil_blocks)
 # --------------------------------------------------------------------------------------------
 
 
@@ -93,13 +93,13 @@ def new_blocks(computed_tokens: int, num_tokens: int, block_size: int) -> int:
     """New KV blocks a request holding ``computed_tokens`` needs to add ``num_tokens`` [blocks].
 
     ``ceil((computed + n) / block_size) − ceil(computed / block_size)``, with
-    :func:`budgetlab.memory.blocks_for_tokens` (``vllm-v1-scheduling.md``, step 3).
+    :func:`budgetlab.memory.ceil_blocks` (``vllm-v1-scheduling.md``, step 3).
     """
-    return blocks_for_tokens(computed_tokens + num_tokens, block_size) - blocks_for_tokens(computed_tokens, block_size)
+    return ceil_blocks(computed_tokens + num_tokens, block_size) - ceil_blocks(computed_tokens, block_size)
 
 
 def blocks_for_tokens_array(num_tokens: np.ndarray, block_size: int) -> np.ndarray:
-    """:func:`budgetlab.memory.blocks_for_tokens` elementwise: ``ceil(n / block_size)`` [blocks].
+    """:func:`budgetlab.memory.ceil_blocks` elementwise: ``ceil(n / block_size)`` [blocks].
 
     Written ``(n + block_size − 1) // block_size`` (one array operation fewer than ``−(−n //
     block_size)``; the same integers).
@@ -555,7 +555,7 @@ def release_blocks(state: SimState, request: int, *, finished: bool) -> int:
     hold stay taken)."""
     if state.pool is not None:
         return state.pool.release(request, finished=finished)
-    return blocks_for_tokens(state.req.computed_tokens[request], state.block_size)
+    return ceil_blocks(state.req.computed_tokens[request], state.block_size)
 
 
 def allocate_chunk(state: SimState, request: int, *, computed_tokens: int, num_tokens: int, new_blocks: int) -> None:

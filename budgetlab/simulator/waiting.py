@@ -14,7 +14,7 @@ import math
 from typing import NamedTuple
 
 from budgetlab.admission import budget_has_room, kv_blocks_fit, seq_slot_free
-from budgetlab.memory import blocks_for_tokens
+from budgetlab.memory import ceil_blocks
 from budgetlab.simulator.blocks import Hit
 from budgetlab.simulator.state import PREFILL, RECOMPUTE, SimState, StepPlan
 
@@ -71,7 +71,7 @@ def head_admission(
         if not state.chunked_prefill:
             return HeadAdmission(False, hit, hit_tokens, 0, 0)
         n = budget_left_tokens
-    cost = blocks_for_tokens(hit_tokens + n, block_size) - held
+    cost = ceil_blocks(hit_tokens + n, block_size) - held
     if cost + reserve > free_blocks:
         return HeadAdmission(False, hit, hit_tokens, 0, 0)
     return HeadAdmission(True, hit, hit_tokens, n, cost)
@@ -124,7 +124,7 @@ def admit_waiting(
         if pool is not None and admission.hit is not None:
             known = req.prompt_tokens[head] + req.generated_tokens[head]
             pool.take_hit(head, admission.hit)
-            pool.grow(head, blocks_for_tokens(hit_tokens + n, state.block_size) - len(admission.hit.blocks))
+            pool.grow(head, ceil_blocks(hit_tokens + n, state.block_size) - len(admission.hit.blocks))
             pool.cache_full_blocks(head, min(hit_tokens + n, known))
             state.num_query_tokens += known
             state.num_hit_tokens += hit_tokens
