@@ -29,7 +29,9 @@ unit.
 
 from __future__ import annotations
 
+import html
 import math
+import re
 
 __all__ = [
     "fmt_significant",
@@ -46,6 +48,8 @@ __all__ = [
     "fmt_count",
     "fmt_budget",
     "fmt_gb",
+    "md_code",
+    "md_text",
     "fmt_gib",
     "fmt_gflop",
     "fmt_bandwidth",
@@ -184,6 +188,29 @@ def fmt_gb(num_bytes: float, digits: int = 1) -> str:
 def fmt_gib(num_bytes: float, digits: int = 2) -> str:
     """``16.06e9`` → ``"14.96 GiB"`` (GiB = 2**30 bytes, the unit vLLM logs memory in)."""
     return f"{float(num_bytes) / 2**30:,.{digits}f} GiB"
+
+
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
+
+
+def md_text(text: object) -> str:
+    """``text`` shown verbatim inside Markdown prose: HTML-escaped, Markdown punctuation
+    backslash-escaped, so a file name such as ``<img src=x onerror=...>.csv`` is text, not HTML.
+
+    The one place a user's string (a trace or measurements path, a workload label) meets a
+    notebook's Markdown.
+    """
+    escaped = html.escape(str(text), quote=True)
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", escaped)
+
+
+def md_code(text: object) -> str:
+    """``text`` as a Markdown code span that no backtick inside it can close (and no HTML in
+    it can escape from: code spans are shown as text)."""
+    raw = str(text).replace("\n", " ")
+    longest = max((len(run) for run in re.findall(r"`+", raw)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {raw} {fence}"
 
 
 def fmt_gflop(flops: float, digits: int = 1) -> str:
