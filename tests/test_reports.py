@@ -440,3 +440,30 @@ def test_cli_syntax_in_messages_and_bad_yaml_refused() -> None:
     )
     code, _, stderr = run_main("03", "-p", "budgets", "[512,")
     assert code == 2 and "is not valid YAML" in stderr and '-p budgets "[512, 2048]"' in stderr
+
+
+def test_concurrent_index_writes_lose_no_entry(tmp_path: Path) -> None:
+    import threading
+
+    from budgetlab.notebook.index import write_index
+    from budgetlab.notebook.render import ReportOutcome
+
+    def outcome(i: int) -> ReportOutcome:
+        folder = tmp_path / "s"
+        folder.mkdir(exist_ok=True)
+        (folder / f"nb{i:03d}.ipynb").write_text("{}", encoding="utf-8")
+        return ReportOutcome(
+            notebook=f"nb{i:03d}", scenario="s", ok=True, seconds=0.1, ipynb_path=folder / f"nb{i:03d}.ipynb",
+            html_path=folder / f"nb{i:03d}.html", handout_path=folder / f"nb{i:03d}-handout.html",
+            results_path=folder / f"nb{i:03d}.results.json", parameters={},
+        )  # fmt: skip
+
+    outcomes = [outcome(i) for i in range(120)]
+    threads = [threading.Thread(target=write_index, args=(tmp_path, [o])) for o in outcomes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    manifest = json.loads((tmp_path / "index.json").read_text())["reports"]
+    assert len(manifest) == 120  # every render's entry survived the others
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".index")]  # no temporary left

@@ -139,8 +139,6 @@ from budgetlab.text import (
     fmt_gb,
     fmt_gflop,
     fmt_gib,
-    md_code,
-    md_text,
     fmt_int,
     fmt_latency,
     fmt_ms,
@@ -149,6 +147,8 @@ from budgetlab.text import (
     fmt_rate,
     fmt_tokens,
     fmt_us,
+    md_code,
+    md_text,
     metric_label,
 )
 

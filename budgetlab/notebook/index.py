@@ -2,14 +2,19 @@
 ``reports/index.html`` (links to each report, handout, results file and notebook, with status).
 
 Each run merges its outcomes into the manifest; reports rendered by earlier runs stay listed
-while their executed notebook exists.
+while their executed notebook exists. Renders that finish together merge one after the other
+(an exclusive lock on ``index.lock``), and each file is written whole or not at all (a temporary
+file moved into place), so no entry is lost and no reader sees half an index.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
-from collections.abc import Mapping, Sequence
+import os
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +26,35 @@ __all__ = ["INDEX_HTML", "INDEX_JSON", "write_index"]
 
 INDEX_HTML = "index.html"
 INDEX_JSON = "index.json"
+
+
+@contextlib.contextmanager
+def _locked(out_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``out_dir/index.lock`` (POSIX ``flock``; no lock elsewhere)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / "index.lock", "a+b") as handle:
+        try:
+            import fcntl
+        except ImportError:  # Windows: renders of one folder from one process only
+            yield
+            return
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole: a temporary file beside it, then ``os.replace``."""
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def _load_manifest(out_dir: Path) -> list[dict[str, Any]]:
@@ -45,7 +79,17 @@ def write_index(
     good report, which a failure never replaces.
     """
     out_dir = Path(out_dir)
-    titles = titles or {}
+    with _locked(out_dir):
+        return _merge_and_write(out_dir, outcomes, titles=titles or {}, overrides=overrides)
+
+
+def _merge_and_write(
+    out_dir: Path,
+    outcomes: Sequence[ReportOutcome],
+    *,
+    titles: Mapping[str, str],
+    overrides: Mapping[str, Any] | None,
+) -> Path:
     now = datetime.now(UTC).isoformat(timespec="seconds")
     entries = {(e["scenario"], e["notebook"]): e for e in _load_manifest(out_dir)}
     for o in outcomes:
@@ -64,10 +108,9 @@ def write_index(
         for key in sorted(entries)
         if any((out_dir / key[0] / f"{key[1]}{suffix}.ipynb").exists() for suffix in ("", ".failed"))
     ]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / INDEX_JSON).write_text(json.dumps({"reports": kept}, indent=2, default=str) + "\n", encoding="utf-8")
+    write_atomically(out_dir / INDEX_JSON, json.dumps({"reports": kept}, indent=2, default=str) + "\n")
     path = out_dir / INDEX_HTML
-    path.write_text(_index_html(out_dir, kept), encoding="utf-8")
+    write_atomically(path, _index_html(out_dir, kept))
     return path
 
 
