@@ -69,12 +69,12 @@ test-wheel:
 	$(WHEEL_VENV)/bin/python -m pip install --quiet "$$(ls $(WHEEL_VENV)/dist/budgetlab-*.whl)[test]"
 	BUDGETLAB_EXPECT_INSTALLED=1 PYTHONSAFEPATH=1 $(WHEEL_VENV)/bin/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
-# The default reports: every notebook in the seeds' scenario (about half a minute).
+# The default reports: every notebook in the seeds' scenario (two to three minutes on two cores).
 DEFAULT_SCENARIO := h100-llama-3.1-8b
 reports: $(STAMP)
 	$(BIN)/python -m budgetlab.reports --scenario $(DEFAULT_SCENARIO) $(ARGS)
 
-# Every notebook x every scenario in notebooks/params/ (about a minute and a half).
+# Every notebook x every scenario in notebooks/params/ (about ten minutes on two cores).
 reports-all: $(STAMP)
 	$(BIN)/python -m budgetlab.reports $(ARGS)
 
