@@ -59,6 +59,7 @@ __all__ = [
     "DEFAULT_FIT",
     "TILE_CANDIDATES",
     "standard_errors",
+    "estimate_text",
 ]
 
 
@@ -96,6 +97,12 @@ FITTABLE: Mapping[str, Fittable] = MappingProxyType(
 DEFAULT_FIT = ("step_overhead_s", "bandwidth_efficiency", "flop_efficiency", "knee_overlap_loss")
 #: GEMM tile sizes ``calibrate(fit_tile=True)`` tries, besides no tile quantization [tokens].
 TILE_CANDIDATES = (16, 32, 64, 128, 256)
+
+
+def estimate_text(row: Any, *, digits: int = 4) -> str:
+    """One fitted parameter as ``value ± stderr unit`` (a row of a fit's ``parameters`` table),
+    the way every fit summary and table shows it."""
+    return f"{row.value:.{digits}g} ± {row.stderr:.2g} {row.unit}"
 
 
 @dataclass(frozen=True)
@@ -140,7 +147,7 @@ class CalibrationResult:
 
     def _display_rows(self) -> list[tuple[str, str]]:
         rows = [
-            (str(row.name), f"{row.value:.4g} ± {row.stderr:.2g} {row.unit}" + (" (at bound)" if row.at_bound else ""))
+            (str(row.name), estimate_text(row) + (" (at bound)" if row.at_bound else ""))
             for row in self.parameters.itertuples(index=False)
         ]
         rows.append(("train", f"{self.num_train} rows, MAPE {self.train_mape:.1%}, max {self.train_max_error:.1%}"))
@@ -164,7 +171,7 @@ class CalibrationResult:
         lines = []
         for row in self.parameters.itertuples(index=False):
             flag = "  (at bound)" if row.at_bound else ""
-            lines.append(f"{row.name} = {row.value:.6g} ± {row.stderr:.2g} {row.unit}{flag}")
+            lines.append(f"{row.name} = {estimate_text(row, digits=6)}{flag}")
         lines.append(f"train ({self.num_train} rows): MAPE {self.train_mape:.1%}, max {self.train_max_error:.1%}")
         if self.num_holdout:
             caution = "; too few rows for more than a rough check" if self.num_holdout < 5 else ""

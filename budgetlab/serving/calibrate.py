@@ -39,7 +39,7 @@ import pandas as pd
 
 from budgetlab._checks import number_in, random_seed
 from budgetlab.cost.calibrated import CalibratedCost
-from budgetlab.cost.fit import FITTABLE, Fittable, standard_errors
+from budgetlab.cost.fit import FITTABLE, Fittable, estimate_text, standard_errors
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import CalibrationError
 from budgetlab.serving.bench import BenchResult, read_vllm_bench
@@ -105,15 +105,20 @@ class ServingCalibration:
         run = simulate(list(requests or self.requests), engine=engine or self.engine, cost=self.cost)
         return client_metrics(client_requests(run, self.overhead))
 
+    def _error_rows(self) -> list[tuple[str, str]]:
+        """``(split, "ttft_mean +1.2%, ...")`` for the training and held-back errors that exist."""
+        return [
+            (split, ", ".join(f"{k} {v:+.1%}" for k, v in errors.items()))
+            for split, errors in (("train", self.train_errors), ("held back", self.holdout_errors))
+            if not all(math.isnan(v) for v in errors.values())
+        ]
+
     def _display_rows(self) -> list[tuple[str, str]]:
         rows = [
-            (str(r.name), f"{r.value:.4g} ± {r.stderr:.2g} {r.unit}" + (" (at bound)" if r.at_bound else ""))
+            (str(r.name), estimate_text(r) + (" (at bound)" if r.at_bound else ""))
             for r in self.parameters.itertuples(index=False)
         ]
-        for split, errors in (("train", self.train_errors), ("held back", self.holdout_errors)):
-            if not all(math.isnan(v) for v in errors.values()):
-                rows.append((split, ", ".join(f"{k} {v:+.1%}" for k, v in errors.items())))
-        return rows
+        return rows + self._error_rows()
 
     def __repr__(self) -> str:
         return one_line("ServingCalibration", f"{len(self.requests):,} requests", self._display_rows())
@@ -124,12 +129,10 @@ class ServingCalibration:
     def summary(self) -> str:
         """Each parameter ± its standard error, and the errors, in a few lines."""
         lines = [
-            f"{r.name} = {r.value:.4g} ± {r.stderr:.2g} {r.unit}" + ("  (at bound)" if r.at_bound else "")
+            f"{r.name} = {estimate_text(r)}" + ("  (at bound)" if r.at_bound else "")
             for r in self.parameters.itertuples(index=False)
         ]
-        for split, errors in (("train", self.train_errors), ("held back", self.holdout_errors)):
-            if not all(math.isnan(v) for v in errors.values()):
-                lines.append(f"{split}: " + ", ".join(f"{k} {v:+.1%}" for k, v in errors.items()))
+        lines += [f"{split}: {text}" for split, text in self._error_rows()]
         return "\n".join(lines)
 
     def numbers(self) -> dict[str, Any]:
