@@ -78,3 +78,18 @@ def shared_real_file(name: str) -> Path:
     if not path.is_file():
         pytest.skip(f"published data {path} not found (present for developers and in CI only)")
     return path
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's headless Chromium (:func:`budgetlab.notebook.handout.find_chromium`) for the
+    browser and handout tests; they skip without it, except under CI (``CI`` set), where they fail."""
+    from budgetlab.notebook.handout import find_chromium
+
+    path = find_chromium()
+    if path is None:
+        message = "headless Chromium is needed for the browser and handout tests: sudo apt-get install chromium"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set but Chromium is missing; {message}")
+        pytest.skip(message)
+    return path

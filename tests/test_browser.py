@@ -14,7 +14,6 @@ import json
 import os
 import queue
 import re
-import shutil
 import subprocess
 import threading
 import time
@@ -31,28 +30,6 @@ NUM_CHARTS = 2
 TIMEOUT_S = 30.0
 
 pytestmark = [pytest.mark.browser, pytest.mark.notebook]
-
-
-def find_chromium() -> str | None:
-    """Debian's /usr/bin/chromium, else a Chromium or Chrome on PATH."""
-    if os.access("/usr/bin/chromium", os.X_OK):
-        return "/usr/bin/chromium"
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    path = find_chromium()
-    if path is None:
-        message = "headless Chromium is needed for the browser test: sudo apt-get install chromium (Debian/Ubuntu)"
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set but Chromium is missing; {message}")
-        pytest.skip(message)
-    return path
 
 
 def _high_fd(fd: int) -> int:

@@ -4,14 +4,13 @@ under CI (``CI`` set), where it fails."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
 
 from budgetlab.notebook import reports
-from budgetlab.notebook.handout import find_chromium, strip_local_paths, strip_screen_only
+from budgetlab.notebook.handout import strip_local_paths, strip_screen_only
 
 SCREEN_WORDS = re.compile(r"\b(drag|hover|slider|papermill|tagged|jupyterlab)\b", re.IGNORECASE)
 
@@ -30,17 +29,6 @@ def test_screen_only_sentences_are_dropped():
     assert (
         strip_local_paths("see /work/main/reports/a.json or https://x.org/a/b") == "see …/a.json or https://x.org/a/b"
     )
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    path = find_chromium()
-    if path is None:
-        message = "printing handouts needs Chromium: sudo apt-get install chromium (Debian/Ubuntu)"
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set but Chromium is missing; {message}")
-        pytest.skip(message)
-    return path
 
 
 @pytest.mark.notebook
