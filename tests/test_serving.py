@@ -192,3 +192,18 @@ def test_calibration_refuses_bad_requests():
     with pytest.raises(CalibrationError, match="distinct"):
         calibrate_serving(example_bench_path(), cost=cost, engine=engine, fit=("step_overhead_s", "step_overhead_s"))
     assert math.isfinite(read_vllm_bench(example_bench_path()).duration_s)
+
+
+def test_calibration_keeps_the_output_lag_it_starts_with():
+    gpu, llm = bl.hardware("h100-sxm"), bl.model("llama-3.1-8b")
+    engine = bl.EngineConfig(max_num_batched_tokens=2048, max_num_seqs=128)
+    truth = bl.CalibratedCost.typical(gpu, llm)
+    run = bl.simulate(bl.conversation_like(num_requests=120, rate_per_s=6.0, seed=3), engine=engine, cost=truth)
+    lagged = ServingOverhead(request_s=0.005, output_lag_steps=1)
+    data = bench_from_simulation(run, overhead=lagged, request_rate_per_s=6.0, model_id="m")
+    fit = calibrate_serving(
+        data, cost=truth, engine=engine, fit=("request_overhead_s",), overhead=ServingOverhead.vllm()
+    )
+    assert fit.overhead.output_lag_steps == 1
+    # the lag is in the simulated latencies, so only the 5 ms constant is left to fit
+    assert fit.parameters.set_index("name").loc["request_overhead_s", "value"] == pytest.approx(0.005, abs=5e-4)

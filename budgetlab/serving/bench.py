@@ -33,7 +33,7 @@ import pandas as pd
 
 from budgetlab._checks import number_in, random_seed
 from budgetlab.errors import BenchFormatError
-from budgetlab.serving.overhead import ServingOverhead, client_requests
+from budgetlab.serving.overhead import ServingOverhead, client_requests, next_step_s
 from budgetlab.specs import Request
 
 __all__ = [
@@ -336,12 +336,16 @@ def bench_from_simulation(
             if kind == "decode" or request_id in first:
                 token_times.setdefault(request_id, []).append(float(ends[index]))
     client = client_requests(result, overhead)
-    extra = (overhead or ServingOverhead()).request_s
+    serving = overhead or ServingOverhead()
+    extra = serving.request_s
     itls = []
     ttfts = client.ttft_s.to_numpy(dtype=float).copy()
     for index, request_id in enumerate(client.request_id):
         times = token_times[request_id]
-        gaps = np.diff(np.asarray(times, dtype=float))
+        seen = np.asarray(times, dtype=float)
+        if serving.output_lag_steps:  # each token reaches the client when the next step ends
+            seen = seen + next_step_s(steps, seen)
+        gaps = np.diff(seen)
         if noise > 0:
             gaps = gaps * np.exp(rng.normal(0.0, noise, gaps.size))
             ttfts[index] *= float(np.exp(rng.normal(0.0, noise)))

@@ -331,7 +331,7 @@ def calibrate_serving(
     def build(x: np.ndarray) -> tuple[CalibratedCost, ServingOverhead]:
         values = {n: float(v) for n, v in zip(names, x * scales, strict=True)}
         request_s = values.pop("request_overhead_s", start_overhead.request_s)
-        return cost.with_(**values) if values else cost, ServingOverhead(request_s=request_s)
+        return cost.with_(**values) if values else cost, dataclasses.replace(start_overhead, request_s=request_s)
 
     cache: dict[bytes, tuple[pd.DataFrame, np.ndarray, np.ndarray]] = {}
     cheap = np.array([n == "request_overhead_s" for n in names])
@@ -341,7 +341,9 @@ def calibrate_serving(
         and the training requests' engine TTFT and TPOT."""
         key = np.asarray(x, dtype=float)[~cheap].tobytes()
         if key not in cache:
-            frame = client_requests(simulate(requests, engine=engine, cost=build(x)[0])).set_index("request_id")
+            lag_only = dataclasses.replace(start_overhead, request_s=0.0)  # the output lag needs the steps
+            run = simulate(requests, engine=engine, cost=build(x)[0])
+            frame = client_requests(run, lag_only).set_index("request_id")
             rows = frame.loc[train.request_id.to_numpy()] if measured is not None else frame
             cache[key] = (frame, rows.ttft_s.to_numpy(), rows.tpot_s.to_numpy())
         return cache[key]
