@@ -26,7 +26,7 @@ from budgetlab.cost.inverse import budget_for_step_time
 from budgetlab.cost.named import CostSpec, check_cost, cost_label, make_cost
 from budgetlab.experiments.slo import SLO, check_slo
 from budgetlab.experiments.sweep import engine_template
-from budgetlab.memory import is_tight, kv_capacity, memory_levers, tight_memory_text
+from budgetlab.memory import KVCapacity, is_tight, kv_capacity, memory_levers, tight_memory_text
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
 from budgetlab.text import fmt_latency
 from budgetlab.workload import SweepWorkload, check_workload, mean_sequence_tokens
@@ -205,23 +205,17 @@ def first_guess(
     # a fixed point. Two rounds from vLLM's default cap settle it.
     cap = min(budget, _FIRST_CAP_SEQS)
     for _ in range(2):
-        pool_cap = cap
-        kv_tokens = _kv_tokens(template, hw, mdl, budget, cap)
+        kv_tokens, pool, pool_engine = _kv_pool(template, hw, mdl, budget, cap)
         cap_raw = int(kv_tokens // mean_tokens)
         cap = min(round_cap(cap_raw), budget)
     clipped = " (clipped to the budget)" if cap == budget and round_cap(cap_raw) > budget else ""
-    levers = None
-    if template.num_kv_blocks is None:
-        eng = replace(template, max_num_batched_tokens=budget, max_num_seqs=max(1, min(pool_cap, budget)))
-        pool = kv_capacity(hw, mdl, eng)  # the pool kv_tokens counts
-        if is_tight(pool):
-            levers = memory_levers(hw, mdl, eng)
+    levers = memory_levers(hw, mdl, pool_engine) if pool is not None and is_tight(pool) else None
     sentences.append(
         f"The KV pool holds {kv_tokens:,} tokens; at the workload's mean of {mean_tokens:,.0f} "
         f"tokens per request (prompt + output) that is {cap_raw:,} sequences, so the first "
         f"guess for max_num_seqs is {cap:,}{clipped}."
     )
-    if levers is not None:
+    if pool is not None and levers is not None:
         sentences.append(tight_memory_text(pool, levers))
     return FirstGuess(
         max_num_batched_tokens=budget,
@@ -236,8 +230,13 @@ def first_guess(
     )
 
 
-def _kv_tokens(template: EngineConfig, hw: HardwareSpec, mdl: ModelSpec, budget: int, cap: int) -> int:
-    if template.num_kv_blocks is not None:
-        return template.num_kv_blocks * template.block_size
+def _kv_pool(
+    template: EngineConfig, hw: HardwareSpec, mdl: ModelSpec, budget: int, cap: int
+) -> tuple[int, KVCapacity | None, EngineConfig]:
+    """The KV tokens at ``budget`` and ``cap``, the pool they come from (``None`` when the engine
+    fixes ``num_kv_blocks``) and the engine sized."""
     eng = replace(template, max_num_batched_tokens=budget, max_num_seqs=max(1, min(cap, budget)))
-    return kv_capacity(hw, mdl, eng).num_tokens
+    if template.num_kv_blocks is not None:
+        return template.num_kv_blocks * template.block_size, None, eng
+    pool = kv_capacity(hw, mdl, eng)
+    return pool.num_tokens, pool, eng
