@@ -90,7 +90,7 @@ def check_tp(model: ModelSpec, tp: object) -> int:
         raise ParameterError(
             f"tp={degree} does not divide {model.name}'s {model.num_attention_heads} "
             "attention heads; vLLM requires it to. Pick a divisor such as "
-            f"{_divisors_text(model.num_attention_heads)}."
+            f"{', '.join(map(str, valid_tp_sizes(model)))}."
         )
     return degree
 
@@ -98,10 +98,6 @@ def check_tp(model: ModelSpec, tp: object) -> int:
 def valid_tp_sizes(model: ModelSpec, *, at_most: int = 16) -> list[int]:
     """Tensor-parallel degrees vLLM accepts for ``model``, up to ``at_most`` [count]."""
     return [d for d in range(1, at_most + 1) if model.num_attention_heads % d == 0]
-
-
-def _divisors_text(n: int) -> str:
-    return ", ".join(str(d) for d in range(1, min(n, 16) + 1) if n % d == 0)
 
 
 def activation_dtype_bytes(model: ModelSpec, dtype: str = "auto") -> int:
