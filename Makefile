@@ -78,11 +78,12 @@ reports: $(STAMP)
 reports-all: $(STAMP)
 	$(BIN)/python -m budgetlab.reports $(ARGS)
 
-# JupyterLab on this machine only (127.0.0.1), as root too; first the git filter that strips
+# JupyterLab on this machine only (127.0.0.1), as root too, asking nothing of the internet
+# (budgetlab/notebook/lab.py); first the git filter that strips
 # outputs from every notebook git stores (.gitattributes names it, this configures it locally).
 lab: $(LAB_STAMP)
 	@if git rev-parse --git-dir >/dev/null 2>&1; then $(BIN)/nbstripout --install --attributes .gitattributes; fi
-	$(BIN)/jupyter lab --ip=127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
+	$(BIN)/python -m budgetlab.notebook.lab notebooks $(ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py

@@ -93,3 +93,38 @@ def chromium() -> str:
             pytest.fail(f"CI is set but Chromium is missing; {message}")
         pytest.skip(message)
     return path
+
+
+@pytest.fixture(scope="session")
+def browser(chromium: str, tmp_path_factory: pytest.TempPathFactory):
+    """One headless Chromium for every browser test (``tests/devtools.py``), closed at the end."""
+    from devtools import DevTools
+
+    tools = DevTools(chromium, tmp_path_factory.mktemp("chromium-profile"))
+    try:
+        yield tools
+    finally:
+        tools.close()
+
+
+#: the fuzz tier's tallies, printed at the end of the run: name -> (tried, unhandled, silent)
+FUZZ_COUNTS: dict[str, tuple[int, int, int]] = {}
+
+
+def record_fuzz_counts(name: str, *, tried: int, unhandled: int, silent: int) -> None:
+    """Keep one fuzz test's tally for the summary pytest prints at the end."""
+    FUZZ_COUNTS[name] = (tried, unhandled, silent)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001 - pytest's hook signature
+    if not FUZZ_COUNTS:
+        return
+    tried = sum(c[0] for c in FUZZ_COUNTS.values())
+    unhandled = sum(c[1] for c in FUZZ_COUNTS.values())
+    silent = sum(c[2] for c in FUZZ_COUNTS.values())
+    terminalreporter.section("fuzz tier")
+    for name, (n, u, s) in sorted(FUZZ_COUNTS.items()):
+        terminalreporter.write_line(f"{name:<48} {n:6d} inputs tried, {u} unhandled, {s} silent wrong answers")
+    terminalreporter.write_line(
+        f"{'total':<48} {tried:6d} inputs tried, {unhandled} unhandled, {silent} silent wrong answers"
+    )

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
 
 papermill = pytest.importorskip("papermill")
@@ -284,6 +285,21 @@ def test_notebook_runs_and_saves_its_results(notebook: Path, tmp_path: Path):
     missing = keys - set(results)
     assert not missing, f"{notebook.name} results lack {sorted(missing)}"
     check(results)
+    _check_charts_draw_in_jupyterlab(tmp_path / notebook.name)
+
+
+def _check_charts_draw_in_jupyterlab(executed: Path) -> None:
+    """Every chart output carries the Vega 5 spec JupyterLab draws offline, and no HTML (which
+    JupyterLab would prefer, and which loads Vega from a CDN); no cell warned while drawing."""
+    from budgetlab.notebook.altair_setup import VEGA5_MIMETYPE, vegalite_mimetype
+
+    outputs = [output for cell in nbformat.read(executed, as_version=4).cells for output in cell.get("outputs", [])]
+    charts = [output["data"] for output in outputs if vegalite_mimetype() in output.get("data", {})]
+    for chart in charts:
+        assert VEGA5_MIMETYPE in chart and "text/html" not in chart, sorted(chart)
+        assert chart[VEGA5_MIMETYPE]["$schema"].endswith("/vega/v5.json")
+    stderr = [output["text"] for output in outputs if output.get("name") == "stderr"]
+    assert not [text for text in stderr if "Warning" in text], stderr
 
 
 BAD_PARAMETERS = [
