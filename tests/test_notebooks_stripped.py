@@ -204,5 +204,6 @@ def test_git_strips_notebook_outputs_through_the_filter():
     assert "*.ipynb filter=nbstripout" in attributes, "keep the nbstripout filter in .gitattributes"
     makefile = (root / "Makefile").read_text(encoding="utf-8")
     assert "nbstripout --install --attributes .gitattributes" in makefile, "make lab installs the filter"
-    assert "--ip=127.0.0.1" in makefile and "--allow-root" in makefile
+    # JupyterLab on loopback, as root too (the options themselves: tests/test_lab.py)
+    assert "-m budgetlab.notebook.lab notebooks" in makefile
     assert "id: nbstripout" in (root / ".pre-commit-config.yaml").read_text(encoding="utf-8")
