@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -22,7 +23,13 @@ import pandas as pd
 import pytest
 
 from budgetlab.notebook import reports
-from budgetlab.notebook.altair_setup import RENDERER_NAME, use_offline_renderer, vegalite_mimetype
+from budgetlab.notebook.altair_setup import (
+    RENDERER_NAME,
+    VEGA5_MIMETYPE,
+    use_offline_renderer,
+    vega5_spec,
+    vegalite_mimetype,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "notebooks"
 CHARTS = "01-fixture-charts"
@@ -242,12 +249,56 @@ def test_renderer_output_is_a_valid_notebook_output(offline_renderer) -> None:
     mime = vegalite_mimetype()
     assert mime.endswith("+json")  # nbformat only accepts JSON objects under +json types
     assert isinstance(data[mime], dict) and data[mime]["params"][0]["name"] == "cut"
-    assert "text/html" in data and "text/plain" in data
+    assert "text/plain" in data
+    # no HTML: JupyterLab would draw Altair's CDN-loading HTML instead of the chart
+    assert "text/html" not in data
+    # the Vega 5 spec JupyterLab's own Vega draws, the slider kept as a bound signal
+    vega = data[VEGA5_MIMETYPE]
+    assert vega["$schema"] == "https://vega.github.io/schema/vega/v5.json"
+    (signal,) = [s for s in vega["signals"] if s["name"] == "cut"]
+    assert signal["bind"] == {"input": "range", "min": 0, "max": 4, "step": 1} and signal["value"] == 2
+    assert metadata == {}
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("chart")
     cell.outputs = [nbformat.v4.new_output("display_data", data=data, metadata=metadata)]
     nb.cells = [cell]
     nbformat.validate(nb)  # what papermill does when it saves; altair's "mimetype" fails here
+
+
+def test_embed_options_travel_under_both_chart_mime_types(offline_renderer) -> None:
+    alt.renderers.set_embed_options(renderer="svg", actions=False)
+    try:
+        data, metadata = _chart_with_slider()._repr_mimebundle_()
+    finally:
+        alt.renderers.set_embed_options()
+    options = {"embed_options": {"renderer": "svg", "actions": False}}
+    assert metadata == {vegalite_mimetype(): options, VEGA5_MIMETYPE: options}
+    assert set(data) == {vegalite_mimetype(), VEGA5_MIMETYPE, "text/plain"}
+
+
+def test_a_spec_vega_lite_5_cannot_compile_warns_and_keeps_the_report_chart(offline_renderer) -> None:
+    from budgetlab.notebook.altair_setup import offline_renderer as render
+
+    broken = {"mark": "nonsense", "data": {"values": []}, "encoding": {"x": {"field": "a", "type": "bogus"}}}
+    with pytest.raises(ValueError, match="conversion failed"):
+        vega5_spec(broken)
+    with pytest.warns(UserWarning, match="only draw in the rendered report"):
+        data, _ = render(broken)
+    assert VEGA5_MIMETYPE not in data and data[vegalite_mimetype()] is broken
+
+
+def test_template_prefers_the_vega_lite_spec_and_draws_a_vega_only_output(offline_renderer) -> None:
+    data, _ = _chart_with_slider()._repr_mimebundle_()
+    vega_only = {VEGA5_MIMETYPE: data[VEGA5_MIMETYPE], "text/plain": "chart"}
+    nb = nbformat.v4.new_notebook()
+    for bundle in (dict(reversed(list(data.items()))), vega_only):
+        cell = nbformat.v4.new_code_cell("chart", execution_count=1)
+        cell.outputs = [nbformat.v4.new_output("execute_result", data=bundle, metadata={}, execution_count=1)]
+        nb.cells.append(cell)
+    report, _ = reports.make_exporters()
+    page, _ = report.from_notebook_node(nb, resources={"vega_bundle": reports.vega_bundle()})
+    modes = re.findall(r'data-mime-type="([^"]+)" data-vega-mode="([^"]+)"', page)
+    assert modes == [(vegalite_mimetype(), "vega-lite"), (VEGA5_MIMETYPE, "vega")]
 
 
 def test_template_inlines_bundle_once_and_embeds_every_chart(offline_renderer) -> None:
@@ -467,3 +518,95 @@ def test_concurrent_index_writes_lose_no_entry(tmp_path: Path) -> None:
     manifest = json.loads((tmp_path / "index.json").read_text())["reports"]
     assert len(manifest) == 120  # every render's entry survived the others
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".index")]  # no temporary left
+
+
+def test_an_unwritable_out_folder_is_one_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    code, stdout, stderr = run_main(CHARTS, "--notebooks-dir", str(FIXTURES), "--out", str(blocker / "reports"))
+    assert code == 2 and "Traceback" not in stderr + stdout
+    assert f"error: cannot write reports into {blocker / 'reports'}" in stderr
+    assert "Fix: pass --out" in stderr
+    assert "Rendering" not in stdout  # refused before any kernel started
+
+
+def test_publishing_a_report_waits_for_the_folder_lock(tmp_path: Path) -> None:
+    """Two renders of one report that finish together: the second moves its files only after
+    the first has moved all of its own, so the folder holds one render's files, not a mix."""
+    import threading
+
+    from budgetlab.notebook.index import locked
+    from budgetlab.notebook.render import _publish
+
+    staging, folder = tmp_path / "staging", tmp_path / "out"
+    staging.mkdir()
+    folder.mkdir()
+    staged = {key: staging / f"report.{key}" for key in ("html", "results")}
+    for path in staged.values():
+        path.write_text("new", encoding="utf-8")
+    places = {key: folder / path.name for key, path in staged.items()}
+    for path in places.values():
+        path.write_text("old", encoding="utf-8")
+    mover = threading.Thread(target=_publish, args=(staged, places), kwargs={"stale": {}, "lock_dir": tmp_path})
+    with locked(tmp_path):  # another render is moving its files
+        mover.start()
+        mover.join(timeout=1.0)
+        assert mover.is_alive(), "the files were moved while another render held the lock"
+        assert {p.read_text(encoding="utf-8") for p in places.values()} == {"old"}
+    mover.join(timeout=10)
+    assert {p.read_text(encoding="utf-8") for p in places.values()} == {"new"}
+
+
+@pytest.mark.notebook
+@pytest.mark.slow
+def test_two_renders_of_one_report_at_once_leave_one_consistent_report(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "budgetlab.reports", CHARTS, "--notebooks-dir", str(FIXTURES)]
+    runs = [
+        subprocess.Popen([*command, "--out", str(tmp_path), "-s", "small", "-p", "slope", str(slope)], text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for slope in (3.0, 7.0)
+    ]  # fmt: skip
+    for run in runs:
+        _, stderr = run.communicate(timeout=300)
+        assert run.returncode == 0, stderr
+    folder = tmp_path / "small"
+    slope = json.loads((folder / f"{CHARTS}.results.json").read_text())["slope"]
+    injected = [
+        "".join(c["source"])
+        for c in json.loads((folder / f"{CHARTS}.ipynb").read_text())["cells"]
+        if "injected-parameters" in c["metadata"].get("tags", [])
+    ]
+    assert f"slope = {slope}" in injected[0]  # the notebook and its results come from one run
+    assert f"slope = {slope}" in (folder / f"{CHARTS}.html").read_text(encoding="utf-8")
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]
+    assert len(json.loads((tmp_path / "index.json").read_text())["reports"]) == 1
+
+
+@pytest.mark.notebook
+@pytest.mark.slow
+def test_ctrl_c_during_a_render_keeps_the_earlier_report(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    (good,) = reports.render([CHARTS], notebooks_dir=FIXTURES, out_dir=tmp_path, pdf=False)
+    assert good.ok
+    folder = tmp_path / "small"
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    index_before = (tmp_path / "index.json").read_bytes()
+    run = subprocess.Popen(
+        [sys.executable, "-m", "budgetlab.reports", CHARTS, "--notebooks-dir", str(FIXTURES), "--out", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not [p for p in folder.iterdir() if p.name.startswith(f".{CHARTS}.")]:  # its staging folder
+        assert run.poll() is None and time.monotonic() < deadline, "the render never started"
+        time.sleep(0.05)
+    time.sleep(1.0)  # the kernel is starting or running
+    os.killpg(run.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground process group
+    stdout, stderr = run.communicate(timeout=120)
+    assert run.returncode == 130, stdout + stderr
+    assert stderr.strip() == "interrupted", stderr  # one line, no traceback
+    # the earlier good report is untouched, byte for byte; nothing of the interrupted render
+    # stays (no .failed files, no staging folder); the index still lists the good report
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert (tmp_path / "index.json").read_bytes() == index_before

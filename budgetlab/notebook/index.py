@@ -22,15 +22,19 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from budgetlab.notebook.render import ReportOutcome
 
-__all__ = ["INDEX_HTML", "INDEX_JSON", "write_index"]
+__all__ = ["INDEX_HTML", "INDEX_JSON", "locked", "write_index"]
 
 INDEX_HTML = "index.html"
 INDEX_JSON = "index.json"
 
 
 @contextlib.contextmanager
-def _locked(out_dir: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``out_dir/index.lock`` (POSIX ``flock``; no lock elsewhere)."""
+def locked(out_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``out_dir/index.lock`` (POSIX ``flock``; no lock elsewhere).
+
+    Taken to merge the index, and to move a finished report's files into place, so that two
+    renders of one folder, in threads or processes, never interleave either.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / "index.lock", "a+b") as handle:
         try:
@@ -79,7 +83,7 @@ def write_index(
     good report, which a failure never replaces.
     """
     out_dir = Path(out_dir)
-    with _locked(out_dir):
+    with locked(out_dir):
         return _merge_and_write(out_dir, outcomes, titles=titles or {}, overrides=overrides)
 
 

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -28,13 +29,22 @@ from pathlib import Path
 from typing import Any, Unpack
 
 from budgetlab.notebook.handout import find_chromium, handout_notebook, print_pdf
-from budgetlab.notebook.index import write_index
-from budgetlab.notebook.plan import RESULTS_PARAMETER, Folders, Job, notebook_title, plan, resolve_folders
+from budgetlab.notebook.index import locked, write_index
+from budgetlab.notebook.plan import (
+    RESULTS_PARAMETER,
+    Folders,
+    Job,
+    ReportError,
+    notebook_title,
+    plan,
+    resolve_folders,
+)
 
 __all__ = [
     "KERNEL_NAME",
     "TEMPLATES_DIR",
     "ReportOutcome",
+    "check_writable",
     "make_exporters",
     "render",
     "vega_bundle",
@@ -188,10 +198,9 @@ def _run_job(
     kernel_name: str,
     cell_timeout_s: float | None,
     chromium: str | None = None,
+    lock_dir: Path,
+    cancelled: threading.Event | None = None,
 ) -> ReportOutcome:
-    import nbformat
-    import papermill
-
     start = time.perf_counter()
     final = {
         "ipynb": job.out_dir / f"{job.notebook}.ipynb",
@@ -208,6 +217,108 @@ def _run_job(
     # succeeded: a failed (or interrupted) render never replaces an earlier good report
     staging = Path(tempfile.mkdtemp(prefix=f".{job.notebook}.", dir=job.out_dir))
     staged = {key: staging / path.name for key, path in final.items()}
+    try:  # the staging folder goes in the end, also on Ctrl-C
+        error = _execute_and_export(
+            job,
+            staged,
+            results_name=final["results"].name,
+            cwd=cwd,
+            exporters=exporters,
+            export_lock=export_lock,
+            kernel_name=kernel_name,
+            cell_timeout_s=cell_timeout_s,
+            chromium=chromium,
+            cancelled=cancelled,
+        )
+        if cancelled is not None and cancelled.is_set():  # Ctrl-C: nothing of this render is kept
+            error = "interrupted"
+            return ReportOutcome(
+                notebook=job.notebook,
+                scenario=job.scenario,
+                ok=False,
+                seconds=time.perf_counter() - start,
+                ipynb_path=final["ipynb"],
+                html_path=final["html"],
+                handout_path=final["handout"],
+                results_path=final["results"],
+                parameters=dict(job.parameters),
+                error=error,
+            )
+        _publish(staged, final if error is None else failed, stale=failed if error is None else {}, lock_dir=lock_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    paths = final if error is None else failed
+    return ReportOutcome(
+        notebook=job.notebook,
+        scenario=job.scenario,
+        ok=error is None,
+        seconds=time.perf_counter() - start,
+        ipynb_path=paths["ipynb"],
+        html_path=paths["html"],
+        handout_path=paths["handout"],
+        results_path=paths["results"],
+        parameters=dict(job.parameters),
+        error=error,
+        pdf_path=paths["pdf"] if paths["pdf"].exists() else None,
+    )
+
+
+@contextlib.contextmanager
+def _interrupt_deferred() -> Iterator[None]:
+    """Hold a Ctrl-C (SIGINT) that arrives inside the block until the block is done.
+
+    Only the main thread receives signals, so elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
+def _publish(
+    staged: Mapping[str, Path], places: Mapping[str, Path], *, stale: Mapping[str, Path], lock_dir: Path
+) -> None:
+    """Move a render's files into their places, all of them or none, one render at a time.
+
+    Under the folder's lock (:func:`~budgetlab.notebook.index.locked`), so two renders of the
+    same report that finish together leave the files of one of them, not a mix; a Ctrl-C is
+    held until the move is done. A file this render did not write is removed from its place
+    (no stale copy stays), and so are the ``stale`` paths (the ``.failed`` files of an earlier
+    render, once this one succeeded).
+    """
+    with locked(lock_dir), _interrupt_deferred():
+        for key, path in staged.items():
+            if path.exists():
+                os.replace(path, places[key])
+            else:
+                places[key].unlink(missing_ok=True)
+        for path in stale.values():
+            path.unlink(missing_ok=True)
+
+
+def _execute_and_export(
+    job: Job,
+    staged: Mapping[str, Path],
+    *,
+    results_name: str,
+    cwd: Path,
+    exporters: tuple[Any, Any],
+    export_lock: threading.Lock,
+    kernel_name: str,
+    cell_timeout_s: float | None,
+    chromium: str | None,
+    cancelled: threading.Event | None = None,
+) -> str | None:
+    """Execute one job into the staged paths, export its HTML and PDF; the error, or ``None``."""
+    import nbformat
+    import papermill
+
     ipynb, report_html, handout_html = staged["ipynb"], staged["html"], staged["handout"]
     parameters = dict(job.parameters)
     if RESULTS_PARAMETER in parameters:
@@ -231,14 +342,19 @@ def _run_job(
             # encryption") and the "KeyboardInterrupt caught" line jupyter_client's shutdown
             # interrupt provokes; errors in cells still reach the notebook and this process
             extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
+            # kernels run in their own process group, so a Ctrl-C here never reaches them:
+            # this manager lets render() interrupt them itself (_interrupt_kernels)
+            kernel_manager_class=_interruptible_kernel_manager(),
         )
     except Exception as exc:  # any failure is reported, the others still render
         error = _error_message(exc)
+    if cancelled is not None and cancelled.is_set():
+        return "interrupted"  # no export: render() is stopping
 
     if ipynb.exists():
         try:
             nb = nbformat.read(ipynb, as_version=4)
-            _relative_results_path(nb, staged["results"], final["results"].name)
+            _relative_results_path(nb, staged["results"], results_name)
             nbformat.write(nb, ipynb)
             title = notebook_title(job.input_path) or job.notebook
             with export_lock:
@@ -258,32 +374,63 @@ def _run_job(
         except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
             error = f"printing the handout PDF failed: {_error_message(exc)}"
 
-    try:
-        places = final if error is None else failed
-        for key, path in staged.items():
-            if path.exists():
-                os.replace(path, places[key])
-            elif error is None:
-                final[key].unlink(missing_ok=True)  # not written this time: no stale copy stays
-        if error is None:
-            for path in failed.values():
-                path.unlink(missing_ok=True)  # a failure of an earlier render is no longer true
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    paths = final if error is None else failed
-    return ReportOutcome(
-        notebook=job.notebook,
-        scenario=job.scenario,
-        ok=error is None,
-        seconds=time.perf_counter() - start,
-        ipynb_path=paths["ipynb"],
-        html_path=paths["html"],
-        handout_path=paths["handout"],
-        results_path=paths["results"],
-        parameters=dict(job.parameters),
-        error=error,
-        pdf_path=paths["pdf"] if paths["pdf"].exists() else None,
-    )
+    return error
+
+
+_KERNELS: set[Any] = set()
+_KERNELS_LOCK = threading.Lock()
+
+
+@functools.cache
+def _interruptible_kernel_manager() -> type:
+    """jupyter_client's kernel manager, keeping a register of the kernels running now."""
+    from jupyter_client import AsyncKernelManager
+
+    # jupyter_client types these as synchronous; in the async manager they are coroutines
+    class InterruptibleKernelManager(AsyncKernelManager):
+        async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]
+            with _KERNELS_LOCK:
+                _KERNELS.add(self)
+            await super().start_kernel(**kw)
+
+        async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:  # type: ignore[override]
+            with _KERNELS_LOCK:
+                _KERNELS.discard(self)
+            await super().shutdown_kernel(now=now, restart=restart)
+
+    return InterruptibleKernelManager
+
+
+def _interrupt_kernels() -> None:
+    """Send SIGINT to every kernel a render started, as Ctrl-C in a notebook would."""
+    with _KERNELS_LOCK:
+        managers = list(_KERNELS)
+    for manager in managers:
+        pid = getattr(getattr(manager, "provisioner", None), "pid", None)
+        if pid:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGINT)
+
+
+def check_writable(folders: Sequence[Path]) -> None:
+    """Make each folder (and its parents) and write a file in it, before any kernel starts.
+
+    Raises
+    ------
+    ReportError
+        Naming the folder and the system's reason, when one cannot be made or written.
+    """
+    for folder in folders:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise ReportError(
+                f"cannot write reports into {folder}/: {reason}; "
+                "Fix: pass --out (out_dir=) a folder you can write, or fix that folder's permissions"
+            ) from None
 
 
 def _in_worker_thread(run: Callable[[Job], ReportOutcome], job: Job) -> ReportOutcome:
@@ -347,7 +494,11 @@ def render(
     Raises
     ------
     ReportError
-        See :func:`~budgetlab.notebook.plan.plan`.
+        See :func:`~budgetlab.notebook.plan.plan`; also when an output folder cannot be written
+        (checked before any kernel starts).
+    KeyboardInterrupt
+        On Ctrl-C: the running notebooks are interrupted at their current cell and nothing of
+        theirs is kept; earlier reports and the index stay as they were.
     """
     notebooks_dir, params_dir, out_dir = resolve_folders(**folders)
     work = plan(
@@ -360,6 +511,7 @@ def render(
     )
     if not work:
         return []
+    check_writable(sorted({job.out_dir for job in work}))
     if on_plan:
         on_plan(work)
 
@@ -367,6 +519,7 @@ def render(
     threading.Thread(target=vega_bundle, name="vega-bundle", daemon=True).start()
     exporters = make_exporters()
     lock = threading.Lock()
+    cancelled = threading.Event()
     run = functools.partial(
         _run_job,
         cwd=notebooks_dir,
@@ -375,6 +528,8 @@ def render(
         kernel_name=kernel_name,
         cell_timeout_s=cell_timeout_s,
         chromium=find_chromium() if pdf else None,
+        lock_dir=out_dir,
+        cancelled=cancelled,
     )
     outcomes: dict[int, ReportOutcome] = {}
     with _working_directory(notebooks_dir):
@@ -392,6 +547,11 @@ def render(
                     outcomes[i] = future.result()
                     if on_report:
                         on_report(outcomes[i])
+            except KeyboardInterrupt:
+                # the running notebooks stop at their current cell and keep nothing
+                cancelled.set()
+                _interrupt_kernels()
+                raise
             finally:
                 # on Ctrl-C, start no further notebook (the running kernels get the SIGINT too)
                 pool.shutdown(wait=True, cancel_futures=True)
