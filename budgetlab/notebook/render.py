@@ -342,8 +342,8 @@ def _execute_and_export(
             # encryption") and the "KeyboardInterrupt caught" line jupyter_client's shutdown
             # interrupt provokes; errors in cells still reach the notebook and this process
             extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
-            # kernels run in their own process group, so a Ctrl-C here never reaches them:
-            # this manager lets render() interrupt them itself (_interrupt_kernels)
+            # kernels run in their own session, so a Ctrl-C here never reaches them: this
+            # manager lets render() interrupt them itself (_interrupt_kernels)
             kernel_manager_class=_interruptible_kernel_manager(),
         )
     except Exception as exc:  # any failure is reported, the others still render
@@ -391,6 +391,9 @@ def _interruptible_kernel_manager() -> type:
         async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]
             with _KERNELS_LOCK:
                 _KERNELS.add(self)
+            # the kernel process's own stderr carries no cell output (that travels over
+            # ZeroMQ), only its start-up noise, e.g. a traceback when interrupted while importing
+            kw.setdefault("stderr", subprocess.DEVNULL)
             await super().start_kernel(**kw)
 
         async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:  # type: ignore[override]
@@ -402,7 +405,8 @@ def _interruptible_kernel_manager() -> type:
 
 
 def _interrupt_kernels() -> None:
-    """Send SIGINT to every kernel a render started, as Ctrl-C in a notebook would."""
+    """Send SIGINT to every kernel a render started, as Ctrl-C in a notebook would: the cell
+    running stops, so does the notebook."""
     with _KERNELS_LOCK:
         managers = list(_KERNELS)
     for manager in managers:
