@@ -7,14 +7,21 @@ its answer:
    largest step that meets the SLO's inter-token target (every running stream waits one step
    per token): :func:`~budgetlab.cost.budget_for_step_time` (closed form for the idealized
    cost, a numeric inverse of the step time for any other cost model), rounded *down* to a
-   tile-friendly value (:func:`tile_budget`). The sequence cap is the KV pool's tokens divided
-   by the workload's mean sequence (prompt + output) length: as many sequences as memory holds
-   on average, rounded down to a multiple of 16 and never above the budget.
+   tile-friendly value (:func:`tile_budget`), and never above vLLM's default when the limit
+   allows more (a looser limit never starts worse than no limit). The sequence cap is the KV
+   pool's tokens divided by the workload's mean sequence (prompt + output) length: as many
+   sequences as memory holds on average, rounded down to a multiple of 16 and never above the
+   budget.
 2. **Simulated search, one knob at a time.** Capacity under the SLO
    (:func:`~budgetlab.experiments.capacity.capacity`, one
    :func:`~budgetlab.experiments.capacity.run_capacity_task` per candidate) for a few budgets
    around the guess with the cap fixed, then for a few caps around the guess with the best
-   budget. Every candidate's capacity is in :attr:`TuneResult.candidates`.
+   budget. Every candidate is valid: a factor that asks for a budget vLLM refuses, one whose
+   activations leave no KV pool for the workload's longest request, or one no step can fill
+   (:func:`~budgetlab.experiments.guess.budget_range`), or for a cap above the budget or past
+   what memory holds (:func:`~budgetlab.experiments.guess.cap_range`), is clamped into range
+   and deduplicated, and the reason is in the candidate's ``note`` and in the explanation.
+   Every candidate's capacity is in :attr:`TuneResult.candidates`.
 3. **Why the winner wins.** Which gate binds at capacity (a :class:`~budgetlab.admission.Gate`:
    steps pinned at the cap, steps that fill the budget, requests held back by KV memory,
    preemptions) and which SLO limit breaks just above it, in :attr:`TuneResult.explanation`.
@@ -22,9 +29,11 @@ its answer:
 :func:`budget_frontier` reads the trade-off the recommendation sits on: a sweep over budgets
 at one load, each budget's TTFT and ITL percentiles and whether it meets the SLO.
 
-Ties: candidates whose capacity is within the search tolerance of the best one are equally
-good as far as the search can tell; among them the tuner keeps the analytic value (or the
-one nearest to it), so the recommendation does not jump around on noise.
+Ties: candidates whose capacity is within the search tolerance of the best one, and whose own
+search never failed at a load where the best one held, are equally good as far as the search
+can tell; among them the tuner keeps the analytic value (or the one nearest to it), so the
+recommendation does not jump around on noise. A candidate that failed where the best held is
+measurably worse and never kept for being near the guess.
 """
 
 from __future__ import annotations
@@ -46,10 +55,13 @@ from budgetlab.experiments.capacity import CapacityOutcome, CapacityResult, Capa
 from budgetlab.experiments.executors import check_executor, executor_for, run_tasks, show_progress
 from budgetlab.experiments.guess import (
     BUDGET_WITHOUT_ITL_TOKENS,
+    CAP_MULTIPLE,
     FirstGuess,
-    budget_candidate,
+    budget_candidates,
+    budget_range,
+    cap_candidates,
+    cap_range,
     first_guess,
-    round_cap,
     tile_budget,
 )
 from budgetlab.experiments.slo import SLO, check_slo
@@ -76,10 +88,12 @@ __all__ = [
 
 BUDGET_FACTORS = (0.5, 0.75, 0.875, 1.0, 1.125)
 """Budgets the search tries, as multiples of the first guess, rounded down to tiles (a factor
-above 1 gives at least the next tile up)."""
+above 1 gives at least the next tile up), clamped into
+:func:`~budgetlab.experiments.guess.budget_range`."""
 
 CAP_FACTORS = (0.25, 0.5, 1.0, 1.5)
-"""Sequence caps the search tries, as multiples of the first guess (multiples of 16)."""
+"""Sequence caps the search tries, as multiples of the first guess (multiples of 16), clamped
+into :func:`~budgetlab.experiments.guess.cap_range`."""
 
 BINDING_THRESHOLD_FRACTION = 0.05
 """A gate "binds" when it holds back at least this fraction of steps [-]."""
@@ -99,7 +113,9 @@ _ROW_STATS = (
 )
 
 
-def _candidate_row(phase: str, engine: EngineConfig, outcome: CapacityOutcome, guess: FirstGuess) -> Row:
+def _candidate_row(
+    phase: str, engine: EngineConfig, outcome: CapacityOutcome, guess: FirstGuess, note: str = ""
+) -> Row:
     """One row of :attr:`TuneResult.candidates` (``capacity_per_s`` NaN without a capacity)."""
     return {
         "phase": phase,
@@ -107,6 +123,7 @@ def _candidate_row(phase: str, engine: EngineConfig, outcome: CapacityOutcome, g
         "max_num_seqs": engine.max_num_seqs,
         **outcome.row(*_ROW_STATS),
         "is_first_guess": _key(engine) == (guess.max_num_batched_tokens, guess.max_num_seqs),
+        "note": note,
     }
 
 
@@ -127,8 +144,9 @@ class TuneResult:
         ``"max_num_seqs"``), the two knobs, ``capacity_per_s`` (NaN when the SLO fails at every
         load, as in every capacity table), ``upper_per_s``, ``status``, ``breaks_on`` /
         ``breaks_detail`` (the limits that break just above capacity, or at the lowest load),
-        ``num_simulations``, the latencies and gate diagnostics at capacity, ``is_first_guess``
-        and ``chosen``.
+        ``num_simulations``, the latencies and gate diagnostics at capacity, ``is_first_guess``,
+        ``note`` (why a factor's value was clamped into the range worth simulating, ``""``
+        when it was not) and ``chosen``.
     explanation : tuple of str
         Sentences: the first guess, each search step, the gate that binds and where the SLO
         breaks.
@@ -163,11 +181,20 @@ class TuneResult:
         ``"budget"``, ...) and ``binding_gate_label`` (its words), ``slo`` (metric -> limit
         [s]), ``first_guess`` (its budget, cap, ``step_budget_tokens``, ``kv_tokens`` and
         ``mean_sequence_tokens``), ``candidates`` (``phase``, the two knobs, ``capacity_per_s``,
-        ``status``, ``breaks_on`` and ``chosen`` per candidate) and ``explanation`` (the
-        sentences).
+        ``status``, ``breaks_on``, ``note`` and ``chosen`` per candidate) and ``explanation``
+        (the sentences).
         """
         guess = self.first_guess
-        columns = ["phase", "max_num_batched_tokens", "max_num_seqs", "capacity_per_s", "status", "breaks_on", "chosen"]
+        columns = [
+            "phase",
+            "max_num_batched_tokens",
+            "max_num_seqs",
+            "capacity_per_s",
+            "status",
+            "breaks_on",
+            "note",
+            "chosen",
+        ]
         return {
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "max_num_seqs": self.max_num_seqs,
@@ -206,6 +233,9 @@ class TuneResult:
             ("SLO", str(self.slo)),
             ("candidates simulated", f"{len(self.candidates):,}"),
         ]
+        clamped = int((self.candidates.get("note", pd.Series(dtype=str)) != "").sum())
+        if clamped:
+            rows.append(("clamped", f"{clamped:,} candidates moved into the range worth simulating (see note)"))
         if self.memory_tight:
             rows.append(("memory", "tight: the answer is memory, sharding or replicas, not a knob"))
         return rows
@@ -256,9 +286,13 @@ def tune(
         candidates count as tied.
     budget_factors : sequence of float
         Budgets tried, as multiples of the first guess (rounded down by :func:`tile_budget`;
-        a factor above 1 gives at least the next tile above the guess).
+        a factor above 1 gives at least the next tile above the guess), each finite and > 0.
+        One outside the budgets worth simulating
+        (:func:`~budgetlab.experiments.guess.budget_range`) is clamped into it, with the reason
+        in its ``note``; values that land on one budget are simulated once.
     cap_factors : sequence of float
-        Caps tried, as multiples of the first guess (multiples of 16, at most the budget).
+        Caps tried, as multiples of the first guess (multiples of 16), clamped the same way into
+        :func:`~budgetlab.experiments.guess.cap_range` (at most the budget).
     executor : concurrent.futures.Executor or None
         Runs the candidates' capacity searches in parallel; ``None`` makes a local process
         pool for the call (see :mod:`budgetlab.experiments.executors` for Dask).
@@ -280,6 +314,10 @@ def tune(
         simulation for queues to build), so candidates cannot be ranked.
     NoBudgetMeetsTargetError
         When the ITL target is below even a one-token step.
+    DoesNotFitError
+        When no candidate fits: the model leaves no KV cache even at the smallest budget.
+    ParameterError
+        A factor that is not a finite number > 0 (NaN, infinite, negative, a string, a bool).
     """
     workload = check_workload(workload)
     check_slo(slo)
@@ -309,30 +347,39 @@ def tune(
         )
 
     budget_guess = guess.max_num_batched_tokens
-    budgets = sorted({budget_candidate(budget_guess, f) for f in b_factors} | {budget_guess})
+    bounds = guess.budget_range or budget_range(
+        workload, hardware=hw, model=mdl, max_num_seqs=guess.max_num_seqs, engine=template, seed=seed
+    )
+    budgets = budget_candidates(budget_guess, b_factors, bounds)
     outcomes: dict[tuple[int, int], CapacityOutcome] = {}
     rows: list[Row] = []
     # one pool for both phases (made here, and shut down at the end, unless one is passed)
     with executor_for(executor, max(len(budgets), len(c_factors) + 1)) as pool:
         # Phase 1: the budget, with the cap fixed at its first guess (never above the budget).
-        phase1 = [task(b, min(guess.max_num_seqs, b)) for b in budgets]
-        _search(phase1, outcomes, pool, progress)
-        for t in phase1:
-            rows.append(_candidate_row("budget", t.engine, outcomes[_key(t.engine)], guess))
+        phase1 = [(task(b.value, min(guess.max_num_seqs, b.value)), b) for b in budgets]
+        _search([t for t, _ in phase1], outcomes, pool, progress)
+        for t, b in phase1:
+            rows.append(_candidate_row("budget", t.engine, outcomes[_key(t.engine)], guess, b.note))
         _refuse_unbounded(rows, slo, hw, mdl)
         best_budget = _pick(rows, "max_num_batched_tokens", budget_guess, tol)
         if best_budget is None:
             raise _nothing_meets(slo, rows, hw, mdl)
-        # Phase 2: the cap, with the best budget.
-        caps = sorted(
-            {min(round_cap(max(1, int(guess.max_num_seqs * f))), best_budget) for f in c_factors}
-            | {min(guess.max_num_seqs, best_budget)}
-        )
-        phase2 = [task(best_budget, c) for c in caps]
-        _search(phase2, outcomes, pool, progress)
-        for t in phase2:
-            rows.append(_candidate_row("max_num_seqs", t.engine, outcomes[_key(t.engine)], guess))
+        # Phase 2: the cap, with the best budget (the phase-1 winner's cap is among them).
         cap_guess = min(guess.max_num_seqs, best_budget)
+        cap_bounds = cap_range(
+            workload,
+            hardware=hw,
+            model=mdl,
+            max_num_batched_tokens=best_budget,
+            smallest_seqs=min(CAP_MULTIPLE, cap_guess),
+            engine=template,
+            seed=seed,
+        )
+        caps = cap_candidates(guess.max_num_seqs, c_factors, cap_bounds)
+        phase2 = [(task(best_budget, c.value), c) for c in caps]
+        _search([t for t, _ in phase2], outcomes, pool, progress)
+        for t, c in phase2:
+            rows.append(_candidate_row("max_num_seqs", t.engine, outcomes[_key(t.engine)], guess, c.note))
         phase2_rows = [r for r in rows if r["phase"] == "max_num_seqs"]
         _refuse_unbounded(phase2_rows, slo, hw, mdl)
         # the phase-1 winner is among the phase-2 candidates, so some cap always succeeds
@@ -386,13 +433,22 @@ def _search(
         outcomes[_key(t.engine)] = outcome
 
 
+def _tied(row: Mapping[str, SweepValue], best_per_s: float, tol: float) -> bool:
+    """Whether a candidate ties with a capacity of ``best_per_s`` [1/s]: at least it, or within
+    the tolerance below it and not seen failing there (its ``upper_per_s`` above it; a row
+    without one counts as not seen failing)."""
+    capacity = float(row["capacity_per_s"])
+    upper = float(row.get("upper_per_s", math.inf))
+    return capacity >= best_per_s or (capacity >= best_per_s / (1.0 + tol) and upper > best_per_s)
+
+
 def _pick(rows: Sequence[Mapping[str, SweepValue]], knob: str, guess_value: int, tol: float) -> int | None:
-    """Best capacity; among candidates within the tolerance of it, the guess or the nearest."""
+    """Best capacity; among the candidates tied with it (:func:`_tied`), the guess or the nearest."""
     ok = [r for r in rows if r["status"] == "ok"]
     if not ok:
         return None
     best = max(float(r["capacity_per_s"]) for r in ok)
-    near = [r for r in ok if float(r["capacity_per_s"]) >= best / (1.0 + tol)]
+    near = [r for r in ok if _tied(r, best, tol)]
     chosen = min(near, key=lambda r: (abs(math.log(float(r[knob]) / guess_value)), -float(r[knob])))
     return int(chosen[knob])
 
@@ -467,9 +523,14 @@ def _explain(
         ("max_num_seqs", "max_num_seqs", f"the budget fixed at {budget:,}"),
     ):
         part = candidates[candidates["phase"] == phase]
-        listing = ", ".join(f"{int(r[knob]):,} → {_outcome_text(r)}" for _, r in part.iterrows())
+        notes = [str(n) for n in part.get("note", pd.Series(dtype=str)) if n]
+        listing = ", ".join(
+            f"{int(r[knob]):,}{' (clamped)' if r.get('note') else ''} → {_outcome_text(r)}" for _, r in part.iterrows()
+        )
         best = budget if phase == "budget" else cap
         sentences.append(f"Search over {knob} with {fixed}: {listing}; best {best:,}.")
+        if notes:
+            sentences.append(f"Clamped into the values of {knob} worth simulating: {'; '.join(notes)}.")
         sentences.extend(_neighbours(part, knob, best, tol))
     s = winner.summary
     sentences.append(
@@ -518,10 +579,10 @@ def _neighbours(part: pd.DataFrame, knob: str, best: int, tol: float) -> list[st
         value = int(r[knob])
         if r["status"] != "ok":
             out.append(f"The next {side} {knob}, {value:,}, {r['status']}: {r['breaks_detail']}.")
-        elif r["capacity_per_s"] < winner_cap / (1.0 + tol):
+        elif not _tied(r, winner_cap, tol):
             out.append(
                 f"The next {side} {knob}, {value:,}, reaches only {r['capacity_per_s']:.3g} req/s "
-                f"(breaking on {r['breaks_on']})."
+                f"(breaking on {r['breaks_on']} at {r['upper_per_s']:.3g} req/s)."
             )
         else:
             out.append(
