@@ -17,6 +17,10 @@ E2E ``e2e_s``
     Finish (last token) minus arrival [s].
 Throughput ``throughput_tokens_per_s``
     Output tokens of all requests divided by the makespan, ``last finish − first arrival`` [s].
+Times
+    A simulation's times (``*_at_s``) count from the trace's origin, its first arrival
+    (:attr:`SimResult.time_origin_s <budgetlab.simulator.SimResult>`); every latency above is a
+    difference of two of them and does not depend on it.
 Gates ``step_gates``
     After the scheduler filled a step, requests still waiting were held back by one of the three
     gates of :class:`budgetlab.admission.Gate`, the package's one gate vocabulary: ``slot``
@@ -360,13 +364,17 @@ def _time_weighted(values: np.ndarray, weights: np.ndarray, bins: np.ndarray, nu
 
 
 def run_end_s(result: SimResult) -> float:
-    """When a run's last step ends [s]: the latest ``start_at_s + duration_s`` of its steps."""
+    """When a run's last step ends [s]: the latest ``start_at_s + duration_s`` of its steps
+    (since the trace's origin, :attr:`SimResult.time_origin_s <budgetlab.simulator.SimResult>`)."""
     steps = result.steps
     return float((steps["start_at_s"] + steps["duration_s"]).max())
 
 
 def timeline(result: SimResult, *, num_bins: int = 120, end_s: float | None = None) -> pd.DataFrame:
     """A run's steps aggregated into ``num_bins`` equal time bins from 0 to ``end_s``.
+
+    Times are the result's, from the trace's origin (its first arrival, so a trace in epoch
+    seconds is binned from its start too).
 
     Each step counts in the bin where it starts (a step starting at or after ``end_s`` counts
     in the last bin) and weighs its duration. Pass the same ``end_s`` to several runs to put

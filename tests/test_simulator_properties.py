@@ -100,6 +100,14 @@ def scenarios(draw, *, max_requests: int = 20, max_prompt: int = 40, max_output:
     return requests, eng, COSTS[draw(st.sampled_from(sorted(COSTS)))]
 
 
+def relative_arrivals(result, requests) -> dict:
+    """Each request's arrival in the result's clock: seconds since the trace's origin, its
+    first arrival (``result.time_origin_s``), computed as the simulator does."""
+    origin = min(r.arrival_at_s for r in requests)
+    assert result.time_origin_s == origin
+    return {r.request_id: r.arrival_at_s - origin if origin else r.arrival_at_s for r in requests}
+
+
 def replay_and_check(result, requests, eng) -> None:
     """Re-derive the run from its step log and check every invariant against the tables.
 
@@ -109,6 +117,7 @@ def replay_and_check(result, requests, eng) -> None:
     place in the running list through the next step, and a step may schedule nothing while
     last tokens are in flight."""
     spec = {r.request_id: r for r in requests}
+    arrival = relative_arrivals(result, requests)
     pipelined = eng.async_scheduling
     sharing = eng.enable_prefix_caching and any(r.prefix_id is not None for r in requests)
     finishing: list = []
@@ -128,7 +137,7 @@ def replay_and_check(result, requests, eng) -> None:
     forward = steps["forward_pass"].to_numpy()
     assert np.all(steps["duration_s"].to_numpy()[forward] > 0)
     assert np.all(starts[1:] >= ends[:-1])  # time never goes backwards; steps never overlap
-    arrival_times = {r.arrival_at_s for r in requests}
+    arrival_times = set(arrival.values())
     for i, (entry, row) in enumerate(zip(log, steps.itertuples(index=False))):
         assert entry["start_at_s"] == row.start_at_s
         if i and row.start_at_s > ends[i - 1]:
@@ -145,7 +154,7 @@ def replay_and_check(result, requests, eng) -> None:
         total = 0
         for (rid, n, kind), start in zip(entry["scheduled"], entry["start"]):
             assert rid not in finished and rid not in finishing and n >= 1
-            assert spec[rid].arrival_at_s <= row.start_at_s
+            assert arrival[rid] <= row.start_at_s
             if rid not in running:
                 assert not entry["preempted"], "no admissions in a step that preempted"
                 assert computed[rid] == 0
@@ -211,9 +220,10 @@ def replay_and_check(result, requests, eng) -> None:
         row = table.loc[rid]
         gaps = np.diff(times)
         all_gaps.extend(gaps.tolist())
-        assert row["first_token_at_s"] == times[0] >= spec[rid].arrival_at_s
+        assert row["arrival_at_s"] == arrival[rid]
+        assert row["first_token_at_s"] == times[0] >= arrival[rid]
         assert row["finished_at_s"] == times[-1]
-        assert row["queue_s"] == first_admitted[rid] - spec[rid].arrival_at_s
+        assert row["queue_s"] == first_admitted[rid] - arrival[rid]
         if len(gaps):
             assert row["max_itl_s"] == gaps.max()
         else:
@@ -271,6 +281,7 @@ def replay_through_the_gates(result, requests, eng) -> None:
     that preempted is only checked to run a subsequence of the walk without its victims (a
     withdrawn chunk gives its tokens back, so later chunks may exceed the token model's)."""
     spec = {r.request_id: r for r in requests}
+    arrival = relative_arrivals(result, requests)
     arrivals = deque(r.request_id for r in sorted(requests, key=lambda r: r.arrival_at_s))  # stable
     rank = {rid: k for k, rid in enumerate(arrivals)}
     by_priority = eng.scheduling_policy == "priority"
@@ -289,7 +300,7 @@ def replay_through_the_gates(result, requests, eng) -> None:
         return spec[rid].prompt_tokens + generated[rid]
 
     for entry in result.step_log():
-        while arrivals and spec[arrivals[0]].arrival_at_s <= entry["start_at_s"]:
+        while arrivals and arrival[arrivals[0]] <= entry["start_at_s"]:
             waiting.append(arrivals.popleft())
         waiting = queue_order(waiting)
         decoding = [r for r in running if generated[r] and r not in recomputing]

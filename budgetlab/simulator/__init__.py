@@ -115,13 +115,26 @@ compressed; :attr:`SimResult.steps` and :meth:`SimResult.step_log` expand them o
 
 Glossary: a request's *known* tokens are its prompt plus the tokens it has generated; its
 *computed* tokens are those in the KV cache. A decode schedules the one known token not yet
-computed. Times are in seconds from the trace's time origin.
+computed.
+
+Time: every time the simulator reports (each ``*_at_s`` column of :attr:`SimResult.requests`
+and :attr:`SimResult.steps`, the step log's ``start_at_s``) is in seconds from the trace's own
+origin, its first arrival, kept as :attr:`SimResult.time_origin_s` in the input's clock: add it
+for absolute times. The run is simulated in that relative time, so arrivals in epoch seconds
+give exactly the latencies of the same workload shifted to start at 0 (a trace that starts at
+0 is unchanged: its origin is 0). Durations (``ttft_s``, ``e2e_s``, ``queue_s``, the ITLs,
+``duration_s``) do not depend on the origin.
+
+Scale: the run's record is columnar (NumPy arrays and ``array.array`` buffers, nothing per
+request or per step as a Python object); the tables, the summary and the step log
+(:class:`~budgetlab.simulator.steplog.StepLog`, a lazy view) are built from it on demand. A
+million requests take a few hundred bytes each.
 
 Reading guide (the package is functions over one state record): :mod:`.inputs` (the request
 table and its checks), :mod:`.state` (the record, the KV block arithmetic, the waiting pass),
 :mod:`.step` (the reference step: form, price, sample), :mod:`.fast` (decode-only jumps and
 the vectorized pass), :mod:`.loop` (the run loop), :mod:`.trace` (the compressed record →
-tables, step log, summary).
+tables, step log, summary); :mod:`.steplog` (the step log, built on demand).
 """
 
 from __future__ import annotations
@@ -129,7 +142,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
 
 import pandas as pd
 
@@ -138,6 +150,7 @@ from budgetlab.display import html_table, one_line
 from budgetlab.simulator.inputs import check_cost_matches_engine, check_requests_fit, kv_pool_blocks, request_table
 from budgetlab.simulator.loop import SIM_MODES, RunOptions, SimMode, run
 from budgetlab.simulator.state import STEP_KINDS, new_state
+from budgetlab.simulator.steplog import StepLog
 from budgetlab.simulator.trace import RESULT_COLUMNS, STEP_COLUMNS, Trace, build_trace
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
 from budgetlab.text import fmt_duration, fmt_int, fmt_latency, fmt_percent
@@ -151,6 +164,7 @@ __all__ = [
     "REQUEST_COLUMNS",
     "STEP_COLUMNS",
     "RunOptions",
+    "StepLog",
     "simulate_with",
 ]
 
@@ -195,7 +209,8 @@ def simulate(
     Returns
     -------
     SimResult
-        Per-request and per-step tables, the step log and a summary.
+        Per-request and per-step tables, the step log and a summary; times from the trace's
+        origin, its first arrival (``SimResult.time_origin_s``).
 
     Raises
     ------
@@ -248,7 +263,9 @@ def simulate_with(
     state = new_state(table, engine, cost, num_blocks)
     run(state, options)
     trace = build_trace(state)
-    return SimResult(requests=trace.requests, engine=engine, num_kv_blocks=num_blocks, mode=options.mode, _trace=trace)
+    return SimResult(
+        engine=engine, num_kv_blocks=num_blocks, mode=options.mode, time_origin_s=trace.time_origin_s, _trace=trace
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -258,7 +275,8 @@ class SimResult:
     Attributes
     ----------
     requests : pandas.DataFrame
-        One row per request, in input order (:data:`RESULT_COLUMNS`): ``request_id``,
+        One row per request, in input order (built on first access, :data:`RESULT_COLUMNS`):
+        ``request_id``,
         ``arrival_at_s``, ``first_token_at_s``, ``finished_at_s``, ``ttft_s``, ``e2e_s``,
         ``mean_itl_s`` (mean gap between its output tokens; NaN for one output token),
         ``max_itl_s`` (its longest gap, a recompute included; NaN for one output token),
@@ -266,13 +284,18 @@ class SimResult:
         schedules it), ``prompt_tokens``, ``output_tokens``, ``prefix_hit_tokens`` (its
         prefix-cache hit when first admitted, vLLM's ``num_cached_tokens``: prefill tokens
         it did not compute) and ``recompute_hit_tokens`` (its hits when re-admitted after
-        preemptions). Times in [s], tokens in [tokens].
+        preemptions). Times in [s], tokens in [tokens]; ``arrival_at_s``,
+        ``first_token_at_s`` and ``finished_at_s`` are relative to ``time_origin_s``.
     engine : EngineConfig
         The configuration simulated.
     num_kv_blocks : int
         Usable KV blocks of the pool [blocks].
     mode : str
         ``"fast"`` or ``"reference"`` (the results do not depend on it).
+    time_origin_s : float
+        The trace's origin in the input's clock: its first arrival [s]. Every ``*_at_s`` time
+        of the result is relative to it (``time_origin_s + requests["arrival_at_s"]`` is the
+        input's arrival); 0 for a trace that starts at 0.
     steps : pandas.DataFrame
         One row per executed step (built on first access, :data:`STEP_COLUMNS`):
         ``start_at_s``, ``duration_s``, ``num_decode_tokens``, ``num_prefill_tokens``
@@ -281,13 +304,19 @@ class SimResult:
         blocks include cached blocks nobody holds), ``num_preemptions``,
         ``num_cached_tokens`` (prefix-cache hits of the requests it admitted [tokens]) and
         ``forward_pass`` (False for a pipelined iteration that schedules nothing).
+        ``start_at_s`` is relative to ``time_origin_s``.
     """
 
-    requests: pd.DataFrame
     engine: EngineConfig
     num_kv_blocks: int
     mode: str
+    time_origin_s: float
     _trace: Trace = field(repr=False)
+
+    @cached_property
+    def requests(self) -> pd.DataFrame:
+        """Per-request table (see the class docstring)."""
+        return self._trace.requests_frame()
 
     @cached_property
     def steps(self) -> pd.DataFrame:
@@ -348,12 +377,14 @@ class SimResult:
         """Steps scheduled one at a time, not inside a jumped run [count]."""
         return len(self._trace.step_end)
 
-    def step_log(self) -> list[dict[str, Any]]:
-        """One dict per executed step, in order.
+    def step_log(self) -> StepLog:
+        """One dict per executed step, in order, as a lazy sequence (:class:`StepLog`: taking it
+        costs nothing; ``log[i]``, ``log[a:b]``, iteration and ``list(log)`` build the dicts,
+        ``log.chunks()`` and ``log.events()`` give the same content as tables).
 
-        Keys: ``start_at_s`` [s]; ``scheduled``, a list of ``(request_id, num_tokens, kind)``
-        in scheduling order, with kind ``"prefill"`` (up to and including the chunk that
-        samples the first token), ``"recompute"`` (a preempted request's chunks up to and
+        Keys: ``start_at_s`` [s, relative to ``time_origin_s``]; ``scheduled``, a list of
+        ``(request_id, num_tokens, kind)`` in scheduling order, with kind ``"prefill"`` (up to
+        and including the chunk that samples the first token), ``"recompute"`` (a preempted request's chunks up to and
         including the one that reaches its known tokens again) or ``"decode"``; ``start``,
         each chunk's position (its request's computed tokens before it: the prefix-cache hit
         for an admission) [tokens], aligned with ``scheduled`` (empty, like ``scheduled``, for
@@ -361,4 +392,4 @@ class SimResult:
         scheduling the step; none of them runs in it), ``first_token`` and ``finished``
         (request ids).
         """
-        return self._trace.step_log()
+        return StepLog(self._trace)

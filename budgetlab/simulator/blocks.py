@@ -33,7 +33,7 @@ admission), and how many blocks a release really frees.
 from __future__ import annotations
 
 from array import array
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 from collections.abc import Hashable, Sequence
 
 import numpy as np
@@ -61,7 +61,7 @@ class BlockKeys:
     ----------
     prefix_id : sequence
         Each request's ``prefix_id`` (None: shares nothing), in the simulator's request order.
-    prefix_tokens, prompt_tokens : sequence of int
+    prefix_tokens, prompt_tokens : sequence or numpy.ndarray of int
         Each request's shared tokens and prompt length [tokens].
     block_size : int
         Tokens per block [tokens].
@@ -72,22 +72,30 @@ class BlockKeys:
     def __init__(
         self,
         prefix_id: Sequence[Hashable | None],
-        prefix_tokens: Sequence[int],
-        prompt_tokens: Sequence[int],
+        prefix_tokens: Sequence[int] | np.ndarray,
+        prompt_tokens: Sequence[int] | np.ndarray,
         block_size: int,
     ) -> None:
+        # Columnar (``array.array``: 8 bytes a request). Streams of groups and of whole-prompt
+        # streams are numbered in order of appearance; a request's own stream is a number of
+        # its own after those (only equality of keys matters).
+        count = len(prefix_id)
+        shared_tokens = np.asarray(prefix_tokens, dtype=np.int64)
+        prompts = np.asarray(prompt_tokens, dtype=np.int64)
         streams: dict[Hashable, int] = {}
-        self._shared = [int(x) for x in prefix_tokens]
-        self._shared_stream: list[int] = []
-        self._tail_stream: list[int] = []
-        for request, (group, shared, prompt) in enumerate(zip(prefix_id, self._shared, prompt_tokens)):
-            stream = -1 if group is None else streams.setdefault(("group", group), len(streams))
-            self._shared_stream.append(stream)
-            if group is not None and shared == prompt:
-                tail = streams.setdefault(("prompt", group, int(prompt)), len(streams))
-            else:
-                tail = streams.setdefault(("own", request), len(streams))
-            self._tail_stream.append(tail)
+        grouped = [r for r, group in enumerate(prefix_id) if group is not None]
+        shared_stream = np.full(count, -1, dtype=np.int64)
+        tail_stream = np.full(count, -1, dtype=np.int64)
+        for request in grouped:
+            group, shared, prompt = prefix_id[request], int(shared_tokens[request]), int(prompts[request])
+            shared_stream[request] = streams.setdefault(("group", group), len(streams))
+            if shared == prompt:
+                tail_stream[request] = streams.setdefault(("prompt", group, prompt), len(streams))
+        own = tail_stream < 0
+        tail_stream[own] = len(streams) + np.flatnonzero(own)
+        self._shared = _int_buffer(shared_tokens)
+        self._shared_stream = _int_buffer(shared_stream)
+        self._tail_stream = _int_buffer(tail_stream)
         self._block_size = block_size
 
     def key(self, request: int, block: int) -> int:
@@ -99,6 +107,10 @@ class BlockKeys:
     def shares_nothing(self, request: int) -> bool:
         """Whether no other request can ever have a block key of ``request``'s."""
         return self._shared_stream[request] < 0
+
+    def private_mask(self) -> np.ndarray:
+        """:meth:`shares_nothing` of every request, as one boolean array."""
+        return np.frombuffer(self._shared_stream, dtype=np.int64) < 0
 
 
 class Hit:
@@ -160,15 +172,15 @@ class PrefixBlockPool:
         #: key -> its earliest entered cached block; later copies of one key (rule 20) in order
         self._cached: dict[int, int] = {}
         self._later: dict[int, list[int]] = {}
-        #: each request's blocks, block 0 first
-        self.blocks: list[list[int]] = [[] for _ in range(num_requests)]
+        #: each request's blocks, block 0 first (only requests holding some have an entry)
+        self.blocks: defaultdict[int, list[int]] = defaultdict(list)
         #: how many of each request's leading blocks are in the cache (vLLM's num_cached_block)
         self.num_cached = array("q", [0]) * num_requests
         # A request that shares nothing can only ever hit its own blocks, after a preemption;
         # its blocks are entered in the key table then, not while it runs (the same table
         # whenever anyone looks). _num_entered: its leading blocks in the table.
-        self._private = [keys.shares_nothing(r) for r in range(num_requests)]
-        self._private_np = np.array(self._private, dtype=bool)
+        self._private_np = keys.private_mask()
+        self._private = self._private_np.tolist()
         self._num_entered = array("q", [0]) * num_requests
 
     # ---------------------------------------------------------------------------------------
@@ -297,7 +309,7 @@ class PrefixBlockPool:
                     free_queue[block] = None
                     free_queue.move_to_end(block, last=False)
                 free_queue.update(dict.fromkeys(held[cached - 1 :: -1] if cached else ()))
-                self.blocks[request] = []
+                del self.blocks[request]
                 self.num_cached[request] = 0
                 self._num_entered[request] = 0
                 return len(held)
@@ -313,7 +325,7 @@ class PrefixBlockPool:
             free_queue.move_to_end(block, last=False)
         for block in to_tail:
             free_queue[block] = None
-        self.blocks[request] = []
+        self.blocks.pop(request, None)
         self.num_cached[request] = 0
         self._num_entered[request] = 0
         return len(to_head) + len(to_tail)
@@ -392,6 +404,13 @@ class PrefixBlockPool:
         """The cache key ``block`` carries, None when it is not cached."""
         key = self._block_key[block]
         return None if key == _NO_KEY else key
+
+
+def _int_buffer(values: np.ndarray) -> array:
+    """An ``array.array`` of int64 with ``values`` (fast scalar reads from Python)."""
+    buffer = array("q")
+    buffer.frombytes(np.ascontiguousarray(values, dtype=np.int64).tobytes())
+    return buffer
 
 
 def _events(position: np.ndarray, first: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -34,10 +34,11 @@ from budgetlab.simulator.state import (
     PREFILL,
     RECOMPUTE,
     SimState,
-    StepEvents,
     StepPlan,
     allocate_chunk,
     blocks_for_tokens_array,
+    record_common_gaps,
+    record_events,
     record_step,
     release_finishing,
     retire_finished,
@@ -249,6 +250,8 @@ class _PythonDecoders:
         last_token = req.last_token_at_s
         max_gap = req.max_gap_s
         add_gap = state.gaps.single.append
+        now = state.now_s
+        num_common = 0  # decoders that sampled in the step before the run: gap first_end − now
         block_size = state.block_size
         state.runs.members.extend(self.members)
         state.runs.computed_before.extend(self.computed_before)
@@ -258,8 +261,12 @@ class _PythonDecoders:
             computed[r] = c + k
             g = generated[r] + k
             generated[r] = g
-            gap = first_end_s - last_token[r]
-            add_gap(gap)
+            last = last_token[r]
+            gap = first_end_s - last
+            if last == now:
+                num_common += 1
+            else:
+                add_gap(gap)
             if gap > max_gap[r]:
                 max_gap[r] = gap
             last_token[r] = end_s
@@ -267,6 +274,7 @@ class _PythonDecoders:
             added += (c + k + block_size - 1) // block_size - (c + block_size - 1) // block_size
             if g == output[r]:
                 finished.append(r)
+        record_common_gaps(state, first_end_s - now, num_common)
         return finished, added
 
 
@@ -292,8 +300,9 @@ class _NumpyDecoders:
         after = before + k
         req.computed_tokens[members] = after
         req.generated_tokens[members] = req.generated_tokens[members] + k
-        first_gaps = first_end_s - req.last_token_at_s[members]
-        state.gaps.weighted.append((first_gaps, 1))
+        last = req.last_token_at_s[members]
+        first_gaps = first_end_s - last
+        _record_gaps(state, first_gaps, last == state.now_s, first_end_s - state.now_s)
         req.max_gap_s[members] = np.maximum(req.max_gap_s[members], first_gaps)
         req.last_token_at_s[members] = end_s
         held = blocks_for_tokens_array(after, state.block_size)
@@ -435,9 +444,10 @@ def _sample_numpy(
         req.first_token_at_s[first] = end_s
     gapped = who[~is_first]
     if gapped.size:
-        gaps = end_s - req.last_token_at_s[gapped]
+        last = req.last_token_at_s[gapped]
+        gaps = end_s - last
         req.max_gap_s[gapped] = np.maximum(req.max_gap_s[gapped], gaps)
-        state.gaps.weighted.append((gaps, 1))
+        _record_gaps(state, gaps, last == state.now_s, end_s - state.now_s)
     req.last_token_at_s[who] = end_s
     is_finished = g1 == req.output_tokens[who]
     finished = who[is_finished]
@@ -446,6 +456,14 @@ def _sample_numpy(
     if finished.size:
         req.finished_at_s[finished] = end_s
         free = retire_finished(state, finished.tolist(), free)
-    if first.size or finished.size:
-        state.steps.events[len(state.steps.start_at_s) - 1] = StepEvents([], first.tolist(), finished.tolist())
+    record_events(state, [], first, finished)
     return free
+
+
+def _record_gaps(state: SimState, gaps: np.ndarray, common: np.ndarray, common_gap_s: float) -> None:
+    """Record ``gaps`` [s]: those flagged ``common`` (the request also sampled in the step
+    before, so its gap is ``common_gap_s``) as one value and a count, the others one by one."""
+    num_common = int(np.count_nonzero(common))
+    record_common_gaps(state, common_gap_s, num_common)
+    if num_common < len(gaps):
+        state.gaps.single.frombytes(gaps[~common].tobytes())

@@ -12,12 +12,15 @@ sized for (issue 11: one place for the deployment).
 
 The DataFrame path is vectorized (a 20,000-row trace is checked in milliseconds), which is why
 it does not go through :func:`budgetlab.workload.requests_from_frame` (one ``Request`` per row).
+The table is columnar: ids are one NumPy array (int64 when every id is an int, else object),
+checked for uniqueness with a hash table in C, so a million requests cost a few tens of bytes
+each here.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import deque
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
@@ -30,11 +33,13 @@ from budgetlab.errors import ConfigError, ParameterError, RequestTooLargeError
 from budgetlab.simulator.state import blocks_for_tokens_array
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
 from budgetlab.workload import REQUEST_COLUMNS as INPUT_COLUMNS
-from budgetlab.workload.frames import PREFIX_ID_COLUMN, PREFIX_TOKENS_COLUMN, PRIORITY_COLUMN
+from budgetlab.workload.frames import PREFIX_ID_COLUMN, PREFIX_TOKENS_COLUMN, PRIORITY_COLUMN, RequestColumns
 
 __all__ = [
     "RequestTable",
     "request_table",
+    "id_array",
+    "request_id_at",
     "check_requests_fit",
     "kv_pool_blocks",
     "check_cost_matches_engine",
@@ -51,8 +56,9 @@ class RequestTable:
 
     Attributes
     ----------
-    ids : list
-        Request ids (unique, hashable).
+    ids : numpy.ndarray
+        Request ids (unique, hashable): int64 when every id is an int, else objects. Read one
+        as a Python value with :func:`request_id_at`.
     arrival_at_s : numpy.ndarray of float64
         Arrival times [s].
     prompt_tokens, output_tokens : numpy.ndarray of int64
@@ -65,7 +71,7 @@ class RequestTable:
         ``Request.prefix_tokens`` (0 when the input has none) [tokens].
     """
 
-    ids: list[Hashable]
+    ids: np.ndarray
     arrival_at_s: np.ndarray
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
@@ -78,7 +84,8 @@ class RequestTable:
 
 
 def request_table(requests: Iterable[Request] | pd.DataFrame) -> RequestTable:
-    """The request table of ``requests`` (Request-like objects, or a DataFrame).
+    """The request table of ``requests`` (Request-like objects, a DataFrame, or the columns
+    :func:`~budgetlab.workload.load_trace` returns, read as arrays without a Request each).
 
     Raises
     ------
@@ -91,6 +98,8 @@ def request_table(requests: Iterable[Request] | pd.DataFrame) -> RequestTable:
     """
     if isinstance(requests, pd.DataFrame):
         return _table_from_frame(requests)
+    if isinstance(requests, RequestColumns):  # a loaded trace: straight from its arrays
+        return _table_from_frame(requests.to_frame())
     ids: list[Hashable] = []
     arrival: list[float] = []
     prompt: list[int] = []
@@ -122,7 +131,7 @@ def request_table(requests: Iterable[Request] | pd.DataFrame) -> RequestTable:
         prefix_id.append(item.prefix_id)
         prefix_tokens.append(int(item.prefix_tokens))
     table = RequestTable(
-        ids,
+        id_array(ids),
         np.asarray(arrival, dtype=float),
         np.asarray(prompt, dtype=np.int64),
         np.asarray(output, dtype=np.int64),
@@ -140,7 +149,9 @@ def _table_from_frame(frame: pd.DataFrame) -> RequestTable:
         raise ParameterError(
             f"the requests DataFrame lacks column(s) {', '.join(missing)}; it needs {', '.join(INPUT_COLUMNS)}"
         )
-    ids = frame["request_id"].tolist()
+    ids = frame["request_id"].to_numpy(copy=True)
+    if ids.dtype.kind not in "iuf":
+        ids = id_array(ids.tolist())
     try:
         arrival = frame["arrival_at_s"].to_numpy(dtype=float)
     except (TypeError, ValueError):
@@ -149,7 +160,8 @@ def _table_from_frame(frame: pd.DataFrame) -> RequestTable:
     if bad.any():
         i = int(np.argmax(bad))
         raise ParameterError(
-            f"request {ids[i]!r}: arrival_at_s must be a finite number of seconds >= 0, got {arrival[i]!r}"
+            f"request {request_id_at(ids, i)!r}: arrival_at_s must be a finite number of seconds >= 0, "
+            f"got {arrival[i]!r}"
         )
     tokens = {name: _token_column(frame, name, ids) for name in ("prompt_tokens", "output_tokens")}
     if PRIORITY_COLUMN in frame.columns:
@@ -164,7 +176,7 @@ def _table_from_frame(frame: pd.DataFrame) -> RequestTable:
     return table
 
 
-def _token_column(frame: pd.DataFrame, name: str, ids: list[Hashable]) -> np.ndarray:
+def _token_column(frame: pd.DataFrame, name: str, ids: np.ndarray) -> np.ndarray:
     """A token-count column as int64, every value an integer >= 1."""
     raw = frame[name].to_numpy()
     if raw.dtype == bool or not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
@@ -173,11 +185,11 @@ def _token_column(frame: pd.DataFrame, name: str, ids: list[Hashable]) -> np.nda
     bad = ~(np.isfinite(values) & (values == np.floor(values)) & (values >= 1))
     if bad.any():
         i = int(np.argmax(bad))
-        raise ParameterError(f"request {ids[i]!r}: {name} must be an int >= 1, got {raw[i]!r}")
+        raise ParameterError(f"request {request_id_at(ids, i)!r}: {name} must be an int >= 1, got {raw[i]!r}")
     return raw.astype(np.int64)
 
 
-def _int_column(frame: pd.DataFrame, name: str, ids: list[Hashable]) -> np.ndarray:
+def _int_column(frame: pd.DataFrame, name: str, ids: np.ndarray) -> np.ndarray:
     """An integer column of any sign (``priority``) as int64."""
     raw = frame[name].to_numpy()
     if raw.dtype == bool or not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
@@ -186,12 +198,14 @@ def _int_column(frame: pd.DataFrame, name: str, ids: list[Hashable]) -> np.ndarr
     bad = ~(np.isfinite(values) & (values == np.floor(values)) & (np.abs(values) <= 2.0**62))
     if bad.any():
         i = int(np.argmax(bad))
-        raise ParameterError(f"request {ids[i]!r}: {name} must be an int in [-2**62, 2**62], got {raw[i]!r}")
+        raise ParameterError(
+            f"request {request_id_at(ids, i)!r}: {name} must be an int in [-2**62, 2**62], got {raw[i]!r}"
+        )
     return raw.astype(np.int64)
 
 
 def _prefix_columns(
-    frame: pd.DataFrame, ids: list[Hashable], total_tokens: np.ndarray
+    frame: pd.DataFrame, ids: np.ndarray, total_tokens: np.ndarray
 ) -> tuple[list[Hashable | None], np.ndarray]:
     """The optional ``prefix_id`` / ``prefix_tokens`` columns, checked as ``Request`` checks
     them (a missing or null id: shares nothing; a missing count: 0)."""
@@ -201,7 +215,9 @@ def _prefix_columns(
         prefix_id: list[Hashable | None] = [None if _is_null(v) else v for v in raw]
         for i, value in enumerate(prefix_id):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | str | np.integer)):
-                raise ParameterError(f"request {ids[i]!r}: prefix_id must be an int, a str or empty, got {value!r}")
+                raise ParameterError(
+                    f"request {request_id_at(ids, i)!r}: prefix_id must be an int, a str or empty, got {value!r}"
+                )
         prefix_id = [int(v) if isinstance(v, np.integer) else v for v in prefix_id]
     else:
         prefix_id = [None] * count
@@ -213,14 +229,15 @@ def _prefix_columns(
         if bad.any():
             i = int(np.argmax(bad))
             raise ParameterError(
-                f"request {ids[i]!r}: prefix_tokens must be an int in [0, prompt_tokens + output_tokens = "
-                f"{int(total_tokens[i])}], got {int(shared[i])}"
+                f"request {request_id_at(ids, i)!r}: prefix_tokens must be an int in [0, prompt_tokens + "
+                f"output_tokens = {int(total_tokens[i])}], got {int(shared[i])}"
             )
         orphan = (shared > 0) & np.array([v is None for v in prefix_id], dtype=bool)
         if orphan.any():
             i = int(np.argmax(orphan))
             raise ParameterError(
-                f"request {ids[i]!r}: prefix_tokens={int(shared[i])} needs a prefix_id naming what it shares"
+                f"request {request_id_at(ids, i)!r}: prefix_tokens={int(shared[i])} needs a prefix_id naming "
+                "what it shares"
             )
     else:
         shared = np.zeros(count, dtype=np.int64)
@@ -231,15 +248,35 @@ def _is_null(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _check_ids(ids: list[Hashable]) -> None:
-    if not ids:
+def id_array(ids: list[Hashable]) -> np.ndarray:
+    """Request ids as one array: int64 when every id is a (non-bool) int that fits, else
+    objects (the ids themselves)."""
+    values = np.fromiter(ids, dtype=object, count=len(ids))  # one object each: tuples stay whole
+    if pd.api.types.infer_dtype(values, skipna=False) == "integer":
+        try:
+            return values.astype(np.int64)
+        except OverflowError:
+            pass
+    return values
+
+
+def request_id_at(ids: np.ndarray, i: int) -> Hashable:
+    """The id at position ``i`` as a Python value (an ``int``, not a NumPy integer)."""
+    value = ids[i]
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _check_ids(ids: np.ndarray) -> None:
+    if not len(ids):
         raise ParameterError("no requests to simulate")
     try:
-        counts = Counter(ids)
+        if ids.dtype == object:
+            deque(map(hash, ids), maxlen=0)  # every id hashable (pandas would hash a list too)
+        duplicated = pd.Index(ids).duplicated()
     except TypeError:
         raise ParameterError("request ids must be hashable (int or str)") from None
-    if len(counts) != len(ids):
-        duplicate = next(i for i in ids if counts[i] > 1)
+    if duplicated.any():
+        duplicate = request_id_at(ids, int(np.argmax(duplicated)))
         raise ParameterError(f"duplicate request_id {duplicate!r}: ids must be unique")
 
 
@@ -354,7 +391,7 @@ def check_requests_fit(table: RequestTable, engine: EngineConfig, num_blocks: in
         if too_long.size:
             i = int(too_long[0])
             raise RequestTooLargeError(
-                f"request {table.ids[i]!r} has {int(table.prompt_tokens[i])} prompt + "
+                f"request {request_id_at(table.ids, i)!r} has {int(table.prompt_tokens[i])} prompt + "
                 f"{int(table.output_tokens[i])} output = {int(total[i])} tokens, more than max_model_len "
                 f"({engine.max_model_len}); vLLM rejects it ({too_long.size} request(s) in all). "
                 "Raise max_model_len or shorten the request."
@@ -365,7 +402,7 @@ def check_requests_fit(table: RequestTable, engine: EngineConfig, num_blocks: in
     if too_big.size:
         i = int(too_big[0])
         raise RequestTooLargeError(
-            f"request {table.ids[i]!r} needs {int(peak[i])} KV blocks at its peak "
+            f"request {request_id_at(table.ids, i)!r} needs {int(peak[i])} KV blocks at its peak "
             f"(ceil(({int(table.prompt_tokens[i])} prompt + {int(table.output_tokens[i])} output − 1) / {bs})) "
             f"but the pool holds only {num_blocks} usable blocks: it could never finish (vLLM "
             f"would preempt it over and over; {too_big.size} request(s) in all). Give the KV "

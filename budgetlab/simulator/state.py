@@ -15,6 +15,9 @@ Shared here, because every kind of step does them the same way:
 Per-request values live in ``array.array`` buffers (:class:`RequestBuffers`: fast scalar
 access from Python) with NumPy views on the same memory under the same names
 (:class:`RequestArrays`) for the vectorized paths. Requests are indexed in arrival order.
+Nothing per request is a Python object (ids, arrivals, the record of what ran are arrays).
+Time runs from the trace's own origin, its first arrival (:attr:`SimState.time_origin_s`),
+so epoch arrivals (1.7e15 s, where float64's spacing is 0.25 s) keep the steps' milliseconds.
 
 The waiting queue is a deque under FCFS and a :class:`PriorityWaitingQueue` (a heap on
 ``(priority, arrival index)``, the same four operations) under the priority policy; victims are
@@ -36,9 +39,9 @@ import heapq
 import math
 from array import array
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -61,7 +64,7 @@ __all__ = [
     "RequestArrays",
     "PriorityWaitingQueue",
     "KVPool",
-    "StepEvents",
+    "EVENT_KINDS",
     "StepRecord",
     "RUN_HEADER_FIELDS",
     "RUN_HEADER_DTYPE",
@@ -77,6 +80,8 @@ __all__ = [
     "release_finishing",
     "step_duration_s",
     "record_step",
+    "record_events",
+    "record_common_gaps",
 ]
 
 #: Chunk kinds in the step log, indexed by the codes below.
@@ -112,8 +117,12 @@ def blocks_for_tokens_array(num_tokens: np.ndarray, block_size: int) -> np.ndarr
 # --------------------------------------------------------------------------------------------
 
 
-def _ints(count: int, values: list[int] | None = None) -> array:
-    return array("q", [0]) * count if values is None else array("q", values)
+def _ints(count: int, values: np.ndarray | None = None) -> array:
+    if values is None:
+        return array("q", [0]) * count
+    buffer = array("q")
+    buffer.frombytes(np.ascontiguousarray(values, dtype=np.int64).tobytes())
+    return buffer
 
 
 def _floats(count: int, fill: float) -> array:
@@ -160,7 +169,7 @@ class RequestBuffers:
     recompute_hit_tokens: array
 
     @classmethod
-    def allocate(cls, prompt_tokens: list[int], output_tokens: list[int]) -> RequestBuffers:
+    def allocate(cls, prompt_tokens: np.ndarray, output_tokens: np.ndarray) -> RequestBuffers:
         """Fresh buffers for requests of these lengths (nothing computed, nothing sampled)."""
         count = len(prompt_tokens)
         return cls(
@@ -274,12 +283,8 @@ class KVPool:
             self.peak_used_blocks = used
 
 
-class StepEvents(NamedTuple):
-    """What happened to whom in one normally scheduled step (request indices)."""
-
-    preempted: list[int]
-    first_token: list[int]
-    finished: list[int]
+#: The events of the step log, in the order a step's events are recorded.
+EVENT_KINDS = ("preempted", "first_token", "finished")
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -287,7 +292,10 @@ class StepRecord:
     """The normally scheduled steps: one buffer per column of ``STEP_COLUMNS``, and the step
     log's scheduled chunks flat (``chunk_*``, every step's chunks in scheduling order, with
     ``chunk_start`` the request's computed tokens before the chunk; step ``i``'s end in them at
-    ``step_end[i]``). ``events`` holds only steps with something in them."""
+    ``step_end[i]``). The events (:data:`EVENT_KINDS`) of the steps with some, flat too:
+    ``event_header`` holds four integers per such step (its index among these steps, then how
+    many requests it preempted, gave their first token and finished), ``event_requests`` those
+    requests, step after step and kind after kind (see :func:`record_events`)."""
 
     start_at_s: array = field(default_factory=lambda: array("d"))
     duration_s: array = field(default_factory=lambda: array("d"))
@@ -303,7 +311,8 @@ class StepRecord:
     chunk_kind: array = field(default_factory=lambda: array("b"))
     chunk_start: array = field(default_factory=lambda: array("q"))
     step_end: array = field(default_factory=lambda: array("q"))
-    events: dict[int, StepEvents] = field(default_factory=dict)
+    event_header: array = field(default_factory=lambda: array("q"))
+    event_requests: array = field(default_factory=lambda: array("q"))
 
 
 #: The per-run fields of :class:`RunRecord`'s ``header``, in order [all int64].
@@ -344,11 +353,15 @@ class RunRecord:
 
 @dataclass(frozen=True, eq=False, slots=True)
 class GapRecord:
-    """Inter-token gaps [s]: ``single`` ones (weight 1) and ``weighted`` arrays
-    ``(gaps, multiplicity)``; the jumped runs' later gaps are folded in by the trace."""
+    """Inter-token gaps [s], as a multiset: ``single`` ones (weight 1), and each step's common
+    gap (``common_values``, with ``common_counts`` requests): the requests that also sampled in
+    the step before share the gap ``end − start`` of the step, the same float as each one's
+    ``end − last token``, so it is kept once with its count (:func:`record_common_gaps`). The
+    jumped runs' later gaps are folded in by the trace."""
 
     single: array = field(default_factory=lambda: array("d"))
-    weighted: list[tuple[np.ndarray, int]] = field(default_factory=list)
+    common_values: array = field(default_factory=lambda: array("d"))
+    common_counts: array = field(default_factory=lambda: array("q"))
 
 
 class StepPlan:
@@ -395,8 +408,14 @@ class SimState:
     table : RequestTable
         The input, in input order; ``order[i]`` is the input position of the ``i``-th arrival.
     num_requests : int
-    ids, arrival_at_s, arrival_list
-        Ids and arrival times [s] in arrival order (the list for fast scalar reads).
+    time_origin_s : float
+        The trace's origin, its first arrival, in the input's clock [s]; every other time
+        here is relative to it.
+    ids : numpy.ndarray
+        Request ids in arrival order.
+    arrival_at_s, arrival_list
+        Arrival times since ``time_origin_s`` in arrival order [s] (a NumPy array, and an
+        ``array.array`` for fast scalar reads).
     req, req_np : RequestBuffers, RequestArrays
         Per-request state (two views of the same memory).
     engine : EngineConfig
@@ -445,9 +464,10 @@ class SimState:
     table: RequestTable
     order: np.ndarray
     num_requests: int
-    ids: list[Hashable]
+    time_origin_s: float
+    ids: np.ndarray
     arrival_at_s: np.ndarray
-    arrival_list: list[float]
+    arrival_list: array
     req: RequestBuffers
     req_np: RequestArrays
     engine: EngineConfig
@@ -485,33 +505,42 @@ class SimState:
 
 
 def new_state(table: RequestTable, engine: EngineConfig, cost: CostModel, num_blocks: int) -> SimState:
-    """The state before the first step: every request still to arrive, the pool all free."""
+    """The state before the first step: every request still to arrive, the pool all free.
+
+    Arrivals are taken relative to the first one, the trace's origin (its value in the input's
+    clock is ``time_origin_s``): ``arrival − origin`` is exact whenever the arrivals span less
+    than the origin itself (epoch timestamps), and is the arrival itself for a trace that
+    starts at 0.
+    """
     order = np.argsort(table.arrival_at_s, kind="stable")
-    arrival = table.arrival_at_s[order]
-    req = RequestBuffers.allocate(table.prompt_tokens[order].tolist(), table.output_tokens[order].tolist())
-    arrival_list = arrival.tolist()
+    absolute = table.arrival_at_s[order]
+    origin = float(absolute[0])
+    arrival = absolute - origin if origin != 0.0 else absolute
+    req = RequestBuffers.allocate(table.prompt_tokens[order], table.output_tokens[order])
+    arrival_list = array("d")
+    arrival_list.frombytes(np.ascontiguousarray(arrival, dtype=np.float64).tobytes())
     priority_policy = engine.scheduling_policy == "priority"
     waiting: deque[int] | PriorityWaitingQueue = deque()
     victim_keys: list[tuple[int, float]] = []
     if priority_policy:
         priority = table.priority[order].tolist()
         waiting = PriorityWaitingQueue(priority)
-        victim_keys = list(zip(priority, arrival_list))
+        victim_keys = list(zip(priority, arrival.tolist()))
     pool = None
     if engine.enable_prefix_caching:
-        ordered = order.tolist()
         keys = BlockKeys(
-            [table.prefix_id[i] for i in ordered],
-            table.prefix_tokens[order].tolist(),
-            table.prompt_tokens[order].tolist(),
+            [table.prefix_id[i] for i in order.tolist()],
+            table.prefix_tokens[order],
+            table.prompt_tokens[order],
             engine.block_size,
         )
-        pool = PrefixBlockPool(num_blocks, keys, len(ordered), engine.block_size)
+        pool = PrefixBlockPool(num_blocks, keys, len(order), engine.block_size)
     return SimState(
         table=table,
         order=order,
         num_requests=len(order),
-        ids=[table.ids[i] for i in order.tolist()],
+        time_origin_s=origin,
+        ids=table.ids[order],
         arrival_at_s=arrival,
         arrival_list=arrival_list,
         req=req,
@@ -532,7 +561,7 @@ def new_state(table: RequestTable, engine: EngineConfig, cost: CostModel, num_bl
         watermark_blocks=math.floor(engine.watermark * (num_blocks + 1)),
         batch_time_s=cost.batch_time_s,
         decode_run_time_s=cost.decode_run_time_s if isinstance(cost, CostModel) else None,
-        now_s=arrival_list[0],
+        now_s=float(arrival[0]),
         waiting=waiting,
     )
 
@@ -635,3 +664,31 @@ def record_step(
     steps.num_preemptions.append(num_preemptions)
     steps.num_cached_tokens.append(num_cached_tokens)
     state.num_steps += 1
+
+
+def record_events(
+    state: SimState,
+    preempted: list[int] | np.ndarray,
+    first_token: list[int] | np.ndarray,
+    finished: list[int] | np.ndarray,
+) -> None:
+    """Record the events (:data:`EVENT_KINDS`) of the normally scheduled step just recorded,
+    when it has any: one header of four integers and the requests, kind after kind."""
+    if not (len(preempted) or len(first_token) or len(finished)):
+        return
+    steps = state.steps
+    steps.event_header.extend((len(steps.start_at_s) - 1, len(preempted), len(first_token), len(finished)))
+    requests = steps.event_requests
+    for who in (preempted, first_token, finished):
+        if isinstance(who, np.ndarray):
+            requests.frombytes(who.astype(np.int64, copy=False).tobytes())
+        else:
+            requests.extend(who)
+
+
+def record_common_gaps(state: SimState, gap_s: float, count: int) -> None:
+    """Record ``count`` inter-token gaps of ``gap_s`` [s] (a step's common gap)."""
+    if count:
+        gaps = state.gaps
+        gaps.common_values.append(gap_s)
+        gaps.common_counts.append(count)

@@ -24,10 +24,11 @@ from budgetlab.simulator.state import (
     PREFILL,
     RECOMPUTE,
     SimState,
-    StepEvents,
     StepPlan,
     allocate_chunk,
     new_blocks,
+    record_common_gaps,
+    record_events,
     record_step,
     release_blocks,
     release_finishing,
@@ -341,6 +342,8 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
     max_gap = req.max_gap_s
     first_token = req.first_token_at_s
     add_gap = state.gaps.single.append
+    now = state.now_s
+    num_common = 0  # gaps of requests that sampled in the previous step too: all end − now
     free = free_blocks
     first: list[int] = []
     finished: list[int] = []
@@ -365,14 +368,19 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
             first_token[r] = end_s
             first.append(r)
         else:
-            gap = end_s - last_token[r]
-            add_gap(gap)
+            last = last_token[r]
+            gap = end_s - last
+            if last == now:
+                num_common += 1
+            else:
+                add_gap(gap)
             if gap > max_gap[r]:
                 max_gap[r] = gap
         last_token[r] = end_s
         if g == output[r]:
             req.finished_at_s[r] = end_s
             finished.append(r)
+    record_common_gaps(state, end_s - now, num_common)
     if track_in_flight:
         state.in_flight = set(sampled)
     if sampled_any:
@@ -386,7 +394,6 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
     steps.chunk_kind.extend(plan.kinds)
     steps.chunk_start.extend(plan.computed_before)
     steps.step_end.append(len(steps.chunk_request))
-    if plan.preempted or first or finished:
-        steps.events[len(steps.start_at_s) - 1] = StepEvents(plan.preempted, first, finished)
-        state.num_preemptions += len(plan.preempted)
+    record_events(state, plan.preempted, first, finished)
+    state.num_preemptions += len(plan.preempted)
     state.now_s = end_s

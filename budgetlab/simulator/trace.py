@@ -1,28 +1,36 @@
-"""The compressed record of a run, and the tables it expands into.
+"""The compressed, columnar record of a run, and the tables it expands into.
 
 :func:`build_trace` turns a finished :class:`~budgetlab.simulator.state.SimState` into a
-:class:`Trace`: the per-request table (:data:`RESULT_COLUMNS`, in input order), the normally
-scheduled steps, and the jumped decode-only runs still compressed (:class:`Runs`).
-:meth:`Trace.steps_frame` (:data:`STEP_COLUMNS`), :meth:`Trace.step_log` and
-:meth:`Trace.summary` expand them on demand; a jumped run's steps are rebuilt from its step
-boundaries, its decoders and their computed tokens before it.
+:class:`Trace`: per request, the run's NumPy buffers (arrival order, with the permutation to
+the input order); the normally scheduled steps and their chunks and events as flat arrays;
+and the jumped decode-only runs still compressed (:class:`Runs`). Nothing in it is one Python
+object per request or per step. :meth:`Trace.requests_frame` (:data:`RESULT_COLUMNS`),
+:meth:`Trace.steps_frame` (:data:`STEP_COLUMNS`) and :meth:`Trace.summary` are built from the
+arrays on demand (the summary without the per-request frame); the step log is
+:class:`~budgetlab.simulator.steplog.StepLog`, a lazy view. A jumped run's steps are rebuilt
+from its step boundaries, its decoders and their computed tokens before it.
+
+Times are relative to the trace's origin ``time_origin_s`` (its first arrival, see
+:mod:`budgetlab.simulator.state`).
 """
 
 from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Hashable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from budgetlab.metrics import summarize
 from budgetlab.simulator.fast import block_demand
-from budgetlab.simulator.state import RUN_HEADER_DTYPE, RUN_HEADER_FIELDS, STEP_KINDS, SimState, StepEvents
+from budgetlab.simulator.state import RUN_HEADER_DTYPE, RUN_HEADER_FIELDS, RequestArrays, SimState
+
+if TYPE_CHECKING:
+    from budgetlab.simulator.inputs import RequestTable
 
 __all__ = ["RESULT_COLUMNS", "STEP_COLUMNS", "Runs", "Trace", "build_trace"]
 
@@ -162,29 +170,39 @@ class Runs:
         return self.free_blocks_before[step_run] - demand
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class Trace:
-    """Compressed record of a simulation; expands into the steps table and step log on demand.
+    """Compressed, columnar record of a simulation; expands into the tables, the step log and
+    the summary on demand.
 
-    ``columns`` are the normally scheduled steps' :data:`STEP_COLUMNS`; ``chunk_*`` and
-    ``step_end`` their scheduled chunks (see :class:`~budgetlab.simulator.state.StepRecord`).
-    Request indices are in arrival order (``ids``).
+    Per request (arrival order): ``ids``, ``arrival_at_s`` (since ``time_origin_s``) and ``req``
+    (the run's buffers: token times, counts); ``order`` maps them to the input order of
+    ``table``. Per normally scheduled step: ``columns`` (:data:`STEP_COLUMNS`), the chunks
+    (``chunk_*`` flat, step ``i``'s ending at ``step_end[i]``) and the events (``event_header``
+    rows of step, preempted, first-token and finished counts; ``event_requests``), see
+    :class:`~budgetlab.simulator.state.StepRecord`. The jumped runs are :class:`Runs`. The
+    inter-token gaps are a multiset (``gap_values_s`` with ``gap_weights``). Times [s] are
+    relative to ``time_origin_s``.
     """
 
-    ids: list[Hashable]
+    table: RequestTable
+    order: np.ndarray
+    ids: np.ndarray
+    time_origin_s: float
     arrival_at_s: np.ndarray
+    req: RequestArrays
     block_size: int
     num_kv_blocks: int
     columns: dict[str, np.ndarray]
-    chunk_request: array
-    chunk_tokens: array
-    chunk_kind: array
+    chunk_request: np.ndarray
+    chunk_tokens: np.ndarray
+    chunk_kind: np.ndarray
     chunk_start: np.ndarray
-    step_end: array
-    events: dict[int, StepEvents]
+    step_end: np.ndarray
+    event_header: np.ndarray
+    event_requests: np.ndarray
     runs: Runs
     num_steps: int
-    requests: pd.DataFrame
     gap_values_s: np.ndarray
     gap_weights: np.ndarray
     num_preemptions: int
@@ -192,7 +210,7 @@ class Trace:
     num_query_tokens: int
     num_hit_tokens: int
 
-    def _positions(self) -> tuple[np.ndarray, np.ndarray]:
+    def positions(self) -> tuple[np.ndarray, np.ndarray]:
         """Global step number of every normal step and of every run step."""
         runs = self.runs
         num_normal = len(self.step_end)
@@ -205,10 +223,56 @@ class Trace:
         run_pos = np.repeat(run_first, runs.num_steps) + within
         return normal_pos, run_pos
 
+    def in_input_order(self, values: np.ndarray) -> np.ndarray:
+        """A per-request array in arrival order, permuted to the input order."""
+        out = np.empty_like(values)
+        out[self.order] = values
+        return out
+
+    def requests_frame(self) -> pd.DataFrame:
+        """The per-request table (:data:`RESULT_COLUMNS`), in input order."""
+        req = self.req
+        table = self.table
+        arrival = self.in_input_order(self.arrival_at_s)
+        first = self.in_input_order(req.first_token_at_s)
+        finished = self.in_input_order(req.finished_at_s)
+        output = table.output_tokens
+        many = output > 1
+        mean_itl = np.full(len(arrival), np.nan)
+        np.divide(finished - first, output - 1, out=mean_itl, where=many)
+        max_itl = np.where(many, self.in_input_order(req.max_gap_s), np.nan)
+        return pd.DataFrame(
+            {
+                "request_id": table.ids,
+                "arrival_at_s": arrival,
+                "first_token_at_s": first,
+                "finished_at_s": finished,
+                "ttft_s": first - arrival,
+                "e2e_s": finished - arrival,
+                "mean_itl_s": mean_itl,
+                "max_itl_s": max_itl,
+                "num_preemptions": self.in_input_order(req.num_preemptions),
+                "queue_s": self.in_input_order(req.first_scheduled_at_s) - arrival,
+                "prompt_tokens": table.prompt_tokens,
+                "output_tokens": output,
+                "prefix_hit_tokens": self.in_input_order(req.prefix_hit_tokens),
+                "recompute_hit_tokens": self.in_input_order(req.recompute_hit_tokens),
+            },
+            columns=list(RESULT_COLUMNS),
+        )
+
+    def step_starts(self) -> np.ndarray:
+        """Start of every executed step, in order [s]."""
+        normal_pos, run_pos = self.positions()
+        starts = np.empty(len(normal_pos) + len(run_pos))
+        starts[normal_pos] = self.columns["start_at_s"]
+        starts[run_pos] = self.runs.starts()
+        return starts
+
     def steps_frame(self) -> pd.DataFrame:
         """The per-step table (:data:`STEP_COLUMNS`), one row per executed step."""
         runs = self.runs
-        normal_pos, run_pos = self._positions()
+        normal_pos, run_pos = self.positions()
         total = len(normal_pos) + len(run_pos)
         data: dict[str, np.ndarray] = {}
         for name in RECORDED_STEP_COLUMNS:
@@ -217,7 +281,7 @@ class Trace:
             column[normal_pos] = self.columns[name]
             data[name] = column
         forward = np.ones(total, dtype=bool)
-        forward[normal_pos] = np.diff(_view(self.step_end, np.int64), prepend=0) > 0
+        forward[normal_pos] = np.diff(self.step_end, prepend=0) > 0
         data["forward_pass"] = forward
         if len(run_pos):
             starts = runs.starts()
@@ -236,73 +300,17 @@ class Trace:
             data["num_cached_tokens"][run_pos] = 0
         return pd.DataFrame(data, columns=list(STEP_COLUMNS))
 
-    def step_log(self) -> list[dict[str, Any]]:
-        """One dict per executed step (see :meth:`SimResult.step_log`)."""
-        normal_pos, run_pos = self._positions()
-        log: list[dict[str, Any]] = [{}] * (len(normal_pos) + len(run_pos))
-        self._log_normal_steps(log, normal_pos.tolist())
-        if len(run_pos):
-            self._log_run_steps(log, run_pos.tolist())
-        return log
-
-    def _log_normal_steps(self, log: list[dict[str, Any]], positions: list[int]) -> None:
-        ids = self.ids
-        starts = self.columns["start_at_s"].tolist()
-        chunk_request, chunk_tokens, chunk_kind = self.chunk_request, self.chunk_tokens, self.chunk_kind
-        chunk_start = self.chunk_start
-        no_events = StepEvents([], [], [])
-        begin = 0
-        for step, (pos, end) in enumerate(zip(positions, self.step_end)):
-            scheduled = [
-                (ids[i], n, STEP_KINDS[kind])
-                for i, n, kind in zip(chunk_request[begin:end], chunk_tokens[begin:end], chunk_kind[begin:end])
-            ]
-            events = self.events.get(step, no_events)
-            log[pos] = {
-                "start_at_s": starts[step],
-                "scheduled": scheduled,
-                "start": chunk_start[begin:end].tolist(),
-                "preempted": [ids[i] for i in events.preempted],
-                "first_token": [ids[i] for i in events.first_token],
-                "finished": [ids[i] for i in events.finished],
-            }
-            begin = end
-
-    def _log_run_steps(self, log: list[dict[str, Any]], positions: list[int]) -> None:
-        ids = self.ids
-        runs = self.runs
-        run_starts = runs.starts().tolist()
-        members = runs.members.tolist()
-        before = runs.computed_before.tolist()
-        finished = runs.finished.tolist()
-        m_off = runs.member_offsets.tolist()
-        f_off = runs.finished_offsets.tolist()
-        s_off = runs.step_offsets.tolist()
-        for r, k in enumerate(runs.num_steps.tolist()):
-            names = [ids[i] for i in members[m_off[r] : m_off[r + 1]]]
-            computed = before[m_off[r] : m_off[r + 1]]
-            done = [ids[i] for i in finished[f_off[r] : f_off[r + 1]]]
-            last = s_off[r] + k - 1
-            for s in range(s_off[r], s_off[r] + k):
-                offset = s - s_off[r]
-                log[positions[s]] = {
-                    "start_at_s": run_starts[s],
-                    "scheduled": [(rid, 1, "decode") for rid in names],
-                    "start": [c + offset for c in computed],
-                    "preempted": [],
-                    "first_token": [],
-                    "finished": list(done) if s == last else [],
-                }
-
     def summary(self) -> dict[str, float | int]:
-        """Headline numbers (:func:`budgetlab.metrics.summarize`)."""
-        req = self.requests
+        """Headline numbers (:func:`budgetlab.metrics.summarize`), from the per-request arrays
+        (in input order, so every sum is taken in the order it always was)."""
+        req = self.req
+        table = self.table
         numbers = summarize(
-            arrival_at_s=req["arrival_at_s"].to_numpy(),
-            first_token_at_s=req["first_token_at_s"].to_numpy(),
-            finished_at_s=req["finished_at_s"].to_numpy(),
-            output_tokens=req["output_tokens"].to_numpy(),
-            prompt_tokens=req["prompt_tokens"].to_numpy(),
+            arrival_at_s=self.in_input_order(self.arrival_at_s),
+            first_token_at_s=self.in_input_order(req.first_token_at_s),
+            finished_at_s=self.in_input_order(req.finished_at_s),
+            output_tokens=table.output_tokens,
+            prompt_tokens=table.prompt_tokens,
             gap_values_s=self.gap_values_s,
             gap_weights=self.gap_weights,
             num_preemptions=self.num_preemptions,
@@ -310,9 +318,7 @@ class Trace:
             num_kv_blocks=self.num_kv_blocks,
             num_steps=self.num_steps,
         )
-        numbers["num_forward_passes"] = self.num_steps - int(
-            np.count_nonzero(np.diff(_view(self.step_end, np.int64), prepend=0) == 0)
-        )
+        numbers["num_forward_passes"] = self.num_steps - int(np.count_nonzero(np.diff(self.step_end, prepend=0) == 0))
         numbers["prefix_query_tokens"] = self.num_query_tokens
         numbers["prefix_hit_tokens"] = self.num_hit_tokens
         numbers["prefix_hit_rate"] = self.num_hit_tokens / self.num_query_tokens if self.num_query_tokens else math.nan
@@ -340,79 +346,48 @@ def _runs_of(state: SimState) -> Runs:
     return runs
 
 
-def _requests_frame(state: SimState) -> pd.DataFrame:
-    """The per-request table (:data:`RESULT_COLUMNS`), in input order."""
-    order = state.order
-    req = state.req_np
-
-    def to_input(values: np.ndarray) -> np.ndarray:
-        out = np.empty_like(values)
-        out[order] = values
-        return out
-
-    table = state.table
-    arrival = table.arrival_at_s
-    first = to_input(req.first_token_at_s)
-    finished = to_input(req.finished_at_s)
-    output = table.output_tokens
-    many = output > 1
-    mean_itl = np.full(len(arrival), np.nan)
-    np.divide(finished - first, output - 1, out=mean_itl, where=many)
-    max_itl = np.where(many, to_input(req.max_gap_s), np.nan)
-    return pd.DataFrame(
-        {
-            "request_id": table.ids,
-            "arrival_at_s": arrival,
-            "first_token_at_s": first,
-            "finished_at_s": finished,
-            "ttft_s": first - arrival,
-            "e2e_s": finished - arrival,
-            "mean_itl_s": mean_itl,
-            "max_itl_s": max_itl,
-            "num_preemptions": to_input(req.num_preemptions),
-            "queue_s": to_input(req.first_scheduled_at_s) - arrival,
-            "prompt_tokens": table.prompt_tokens,
-            "output_tokens": output,
-            "prefix_hit_tokens": to_input(req.prefix_hit_tokens),
-            "recompute_hit_tokens": to_input(req.recompute_hit_tokens),
-        },
-        columns=list(RESULT_COLUMNS),
-    )
+def _gaps_of(state: SimState, runs: Runs) -> tuple[np.ndarray, np.ndarray]:
+    """Every inter-token gap as (values [s], multiplicities); folds the runs' later gaps into
+    ``state``'s longest gaps."""
+    gaps = state.gaps
+    values = [_view(gaps.single, np.float64), _view(gaps.common_values, np.float64)]
+    weights = [np.ones(len(gaps.single), dtype=np.int64), _view(gaps.common_counts, np.int64)]
+    if len(runs.num_steps):
+        later, later_weights = runs.fold_later_gaps(state.req_np.max_gap_s)
+        values.append(later)
+        weights.append(later_weights)
+    return np.concatenate(values), np.concatenate(weights)
 
 
 def build_trace(state: SimState) -> Trace:
     """The trace of a finished run (folds the runs' later gaps into ``state``'s longest gaps)."""
     runs = _runs_of(state)
-    gaps = state.gaps
-    values = [_view(gaps.single, np.float64)] + [a for a, _ in gaps.weighted]
-    weights = [np.ones(len(gaps.single), dtype=np.int64)]
-    weights += [np.full(len(a), w, dtype=np.int64) for a, w in gaps.weighted]
-    if len(runs.num_steps):
-        later, later_weights = runs.fold_later_gaps(state.req_np.max_gap_s)
-        values.append(later)
-        weights.append(later_weights)
-    requests = _requests_frame(state)  # after the fold: max_itl_s includes the runs' gaps
+    gap_values, gap_weights = _gaps_of(state, runs)
     steps = state.steps
     return Trace(
+        table=state.table,
+        order=state.order,
         ids=state.ids,
+        time_origin_s=state.time_origin_s,
         arrival_at_s=state.arrival_at_s,
+        req=state.req_np,
         block_size=state.block_size,
         num_kv_blocks=state.kv.num_blocks,
         columns={
             name: _view(getattr(steps, name), np.float64 if name.endswith("_s") else np.int64)
             for name in RECORDED_STEP_COLUMNS
         },
-        chunk_request=steps.chunk_request,
-        chunk_tokens=steps.chunk_tokens,
-        chunk_kind=steps.chunk_kind,
+        chunk_request=_view(steps.chunk_request, np.int64),
+        chunk_tokens=_view(steps.chunk_tokens, np.int64),
+        chunk_kind=_view(steps.chunk_kind, np.int8),
         chunk_start=_view(steps.chunk_start, np.int64),
-        step_end=steps.step_end,
-        events=steps.events,
+        step_end=_view(steps.step_end, np.int64),
+        event_header=_view(steps.event_header, np.int64).reshape(-1, 4),
+        event_requests=_view(steps.event_requests, np.int64),
         runs=runs,
         num_steps=state.num_steps,
-        requests=requests,
-        gap_values_s=np.concatenate(values),
-        gap_weights=np.concatenate(weights),
+        gap_values_s=gap_values,
+        gap_weights=gap_weights,
         num_preemptions=state.num_preemptions,
         kv_peak_blocks=state.kv.peak_used_blocks,
         num_query_tokens=state.num_query_tokens,
