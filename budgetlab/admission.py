@@ -9,7 +9,11 @@ step's chunk are then allocated; future output tokens are not counted, which is 
 requests can later run the pool dry and force a preemption.
 
 Each gate is a pure function returning ``True`` when it lets the request through;
-:func:`admit` applies them in vLLM's order and says which one refused.
+:func:`admit` applies them in vLLM's order and says which one refused. Every count must be an
+int (Python's or NumPy's; not a bool, a float or a string) in its range, else
+:class:`~budgetlab.errors.ParameterError` names it. The simulator calls the gates once per
+scheduling decision with Python ints, so each tests ``type(x) is int`` and the range inline and
+calls the general check (:func:`budgetlab._checks.int_at_least`) only when that fails.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from budgetlab._checks import FAST_INT_TYPES, int_at_least
 from budgetlab.memory import ceil_blocks
 
 __all__ = ["Gate", "Admission", "seq_slot_free", "budget_has_room", "kv_blocks_fit", "admit"]
@@ -57,14 +62,54 @@ _GATE_LABELS = {
 }
 
 
+#: Each count's smallest value and its description in a refusal's message.
+_RANGES: dict[str, tuple[int, str]] = {
+    "num_running": (0, "an int >= 0 [requests]"),
+    "max_num_seqs": (1, "an int >= 1 [requests]"),
+    "budget_left_tokens": (0, "an int >= 0 [tokens]"),
+    "known_tokens": (0, "an int >= 0 [tokens]"),
+    "free_blocks": (0, "an int >= 0 [blocks]"),
+    "block_size": (1, "an int >= 1 [tokens per block]"),
+    "held_hit_blocks": (0, "an int >= 0 [blocks]"),
+    "reserve_blocks": (0, "an int >= 0 [blocks]"),
+}
+
+
+def _count(name: str, value: object) -> int:
+    """``value`` as a Python int if it is an int in the range :data:`_RANGES` gives ``name``;
+    else :class:`~budgetlab.errors.ParameterError` naming it. The gates' slow path: each gate
+    first tests ``type(x) is int`` and the range inline (the simulator passes Python ints)."""
+    minimum, what = _RANGES[name]
+    if type(value) in FAST_INT_TYPES and value >= minimum:  # type: ignore[operator]
+        return int(value)  # type: ignore[call-overload]
+    return int_at_least(name, value, minimum, what=what)
+
+
 def seq_slot_free(*, num_running: int, max_num_seqs: int) -> bool:
     """Whether a sequence slot is free: fewer than ``max_num_seqs`` requests run (partially
-    prefilled ones count)."""
+    prefilled ones count).
+
+    Raises
+    ------
+    ParameterError
+        ``num_running`` not an int >= 0, or ``max_num_seqs`` not an int >= 1.
+    """
+    if type(num_running) is not int or type(max_num_seqs) is not int or num_running < 0 or max_num_seqs < 1:
+        num_running = _count("num_running", num_running)
+        max_num_seqs = _count("max_num_seqs", max_num_seqs)
     return num_running < max_num_seqs
 
 
 def budget_has_room(*, budget_left_tokens: int) -> bool:
-    """Whether this step's token budget has at least one token left [tokens]."""
+    """Whether this step's token budget has at least one token left [tokens].
+
+    Raises
+    ------
+    ParameterError
+        ``budget_left_tokens`` not an int >= 0 (a budget cannot be overdrawn).
+    """
+    if type(budget_left_tokens) is not int or budget_left_tokens < 0:
+        budget_left_tokens = _count("budget_left_tokens", budget_left_tokens)
     return budget_left_tokens > 0
 
 
@@ -78,8 +123,30 @@ def kv_blocks_fit(
     requests hold: they cost nothing (a hit on a cached block nobody holds leaves the free
     queue, so it costs as much as a new block); ``reserve_blocks`` is vLLM's watermark
     (``vllm-v1-prefix-async-priority.md`` rules 10–13).
+
+    Raises
+    ------
+    ParameterError
+        A count that is not an int >= 0 (``block_size``: >= 1).
     """
-    return ceil_blocks(known_tokens, block_size) - held_hit_blocks + reserve_blocks <= free_blocks
+    if (
+        type(known_tokens) is not int
+        or type(free_blocks) is not int
+        or type(block_size) is not int
+        or type(held_hit_blocks) is not int
+        or type(reserve_blocks) is not int
+        or known_tokens < 0
+        or free_blocks < 0
+        or block_size < 1
+        or held_hit_blocks < 0
+        or reserve_blocks < 0
+    ):
+        known_tokens = _count("known_tokens", known_tokens)
+        free_blocks = _count("free_blocks", free_blocks)
+        block_size = _count("block_size", block_size)
+        held_hit_blocks = _count("held_hit_blocks", held_hit_blocks)
+        reserve_blocks = _count("reserve_blocks", reserve_blocks)
+    return -(-known_tokens // block_size) - held_hit_blocks + reserve_blocks <= free_blocks  # ceil_blocks, inline
 
 
 @dataclass(frozen=True)
@@ -125,7 +192,19 @@ def admit(
         Free KV blocks in the pool [count].
     block_size : int
         Tokens per block [tokens].
+
+    Raises
+    ------
+    ParameterError
+        A count that is not an int in its range (``max_num_seqs`` and ``block_size`` >= 1,
+        the others >= 0), checked before any gate.
     """
+    num_running = _count("num_running", num_running)
+    max_num_seqs = _count("max_num_seqs", max_num_seqs)
+    budget_left_tokens = _count("budget_left_tokens", budget_left_tokens)
+    known_tokens = _count("known_tokens", known_tokens)
+    free_blocks = _count("free_blocks", free_blocks)
+    block_size = _count("block_size", block_size)
     if not budget_has_room(budget_left_tokens=budget_left_tokens):
         return Admission(False, Gate.BUDGET, "this step's token budget is used up")
     if not seq_slot_free(num_running=num_running, max_num_seqs=max_num_seqs):

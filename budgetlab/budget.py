@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from budgetlab._checks import int_at_least, number_in
+from budgetlab._checks import int_at_least, is_int, number_in, whole_array
 from budgetlab.cost.inverse import bisect_largest
 from budgetlab.cost.protocol import CostModel
 from budgetlab.errors import NoBudgetMeetsTargetError
@@ -105,12 +105,31 @@ def fill_step(
     StepFill
         Tokens per running request, per admitted request, and the budget left.
 
+    Raises
+    ------
+    ParameterError
+        ``budget_tokens`` not an int >= 1, ``long_prefill_token_threshold`` not an int >= 0, or
+        ``max_num_seqs`` neither None nor an int >= 1.
+    ValueError
+        A remaining-token list that is not a sequence of ints, or a request needing no token.
+
     Notes
     -----
     KV-cache blocks, the third gate, are not modelled here; :mod:`budgetlab.admission` and the
     simulator add them.
     """
     int_at_least("budget_tokens", budget_tokens, 1, what="a whole number of tokens >= 1")
+    int_at_least(
+        "long_prefill_token_threshold", long_prefill_token_threshold, 0, what="an int >= 0 (0 disables it) [tokens]"
+    )
+    if max_num_seqs is not None:
+        int_at_least("max_num_seqs", max_num_seqs, 1, what="an int >= 1 [requests], or None")
+    for name, given in (
+        ("running_remaining_tokens", running_remaining_tokens),
+        ("waiting_remaining_tokens", waiting_remaining_tokens),
+    ):
+        if isinstance(given, (str, bytes)) or not all(is_int(r) for r in given):
+            raise ValueError(f"{name} must be a sequence of ints [tokens], got {given!r}")
     if any(r <= 0 for r in (*running_remaining_tokens, *waiting_remaining_tokens)):
         raise ValueError("every request must still need at least 1 token")
     num_requests = len(running_remaining_tokens) + len(waiting_remaining_tokens)
@@ -141,8 +160,16 @@ def prefill_tokens_left(*, budget_tokens: ArrayLike, num_decodes: ArrayLike) -> 
     """Budget left for prompt chunks once the decodes took theirs [tokens] (vectorized).
 
     The seeds' interaction: budget 2048 with 60 decoders leaves 1,988; with 400, 1,648.
+
+    Raises
+    ------
+    ParameterError
+        A budget that is not a whole number of tokens >= 1, or a decode count that is not a
+        whole number >= 0 (NaN, infinities, fractions, bools and strings included).
     """
-    left = np.maximum(np.asarray(budget_tokens) - np.asarray(num_decodes), 0)
+    budgets = whole_array("budget_tokens", budget_tokens, 1, what="whole numbers of tokens >= 1")
+    decodes = whole_array("num_decodes", num_decodes, 0, what="whole numbers of requests >= 0")
+    left = np.maximum(budgets - decodes, 0)
     return int(left) if left.ndim == 0 else left
 
 
@@ -194,14 +221,13 @@ def prompt_steps(
     already cached, and the prompt's ``i``-th chunk, which attends to the chunks before it.
     Any cost model turns these into times; the idealized one only counts their tokens.
     """
+    int_at_least("decode_context_tokens", decode_context_tokens, 0, what="an int >= 0 [tokens]")
     chunks = chunk_schedule(
         budget_tokens=budget_tokens,
         num_decodes=num_decodes,
         prompt_tokens=prompt_tokens,
         long_prefill_token_threshold=long_prefill_token_threshold,
     )
-    if decode_context_tokens < 0:
-        raise ValueError(f"decode_context_tokens must be >= 0, got {decode_context_tokens}")
     done = np.concatenate([[0], np.cumsum(chunks)[:-1]])
     return [
         Batch(
@@ -228,16 +254,12 @@ def _clock_s(step_times_s: Sequence[float]) -> list[float]:
     return list(itertools.accumulate(step_times_s))
 
 
-def whole_budgets(budget_tokens: ArrayLike, num_decodes: int) -> np.ndarray:
+def whole_budgets(budget_tokens: ArrayLike, num_decodes: int, *, name: str = "budget_tokens") -> np.ndarray:
     """``budget_tokens`` as an int64 array, each budget whole and above ``num_decodes``; else
-    ``ValueError`` saying which (the check every budget sweep of the scenario makes)."""
-    budgets = np.asarray(budget_tokens)
-    if budgets.dtype == object or not np.issubdtype(budgets.dtype, np.integer):
-        as_float = budgets.astype(float)
-        if not np.all(np.isfinite(as_float)) or np.any(as_float != np.floor(as_float)):
-            raise ValueError(f"budget_tokens must be whole numbers of tokens, got {budget_tokens!r}")
-        budgets = as_float.astype(np.int64)
-    _check_budget_leaves_room(budgets, num_decodes)
+    ``ValueError`` naming ``name`` and saying which (the check every budget sweep of the
+    scenario makes). NaN, infinities, fractions, bools, strings and ``None`` are refused."""
+    budgets = whole_array(name, budget_tokens, 1, what="whole numbers of tokens >= 1", error=ValueError)
+    _check_budget_leaves_room(budgets, num_decodes, name=name)
     return budgets
 
 
@@ -355,7 +377,6 @@ def budget_for_longest_gap(
     """
     target = number_in("target_s", target_s, low=0.0, low_open=True, what="seconds > 0", error=ValueError)
     scenario = _scenario(num_decodes, prompt_tokens, decode_context_tokens, long_prefill_token_threshold)
-    check_scenario(num_decodes=num_decodes, prompt_tokens=prompt_tokens)
 
     def gap_s(budget: int) -> float:
         return float(longest_gap_s(cost, budget_tokens=budget, **scenario))
@@ -436,7 +457,13 @@ def prompt_timeline(
 def _scenario(
     num_decodes: int, prompt_tokens: int, decode_context_tokens: int = 0, long_prefill_token_threshold: int = 0
 ) -> dict[str, int]:
-    """The scripted scenario's keyword arguments, for :func:`prompt_steps` and its callers."""
+    """The scripted scenario's keyword arguments, for :func:`prompt_steps` and its callers,
+    each checked (:class:`~budgetlab.errors.ParameterError` naming the first bad one)."""
+    check_scenario(num_decodes=num_decodes, prompt_tokens=prompt_tokens)
+    int_at_least("decode_context_tokens", decode_context_tokens, 0, what="an int >= 0 [tokens]")
+    int_at_least(
+        "long_prefill_token_threshold", long_prefill_token_threshold, 0, what="an int >= 0 (0 disables it) [tokens]"
+    )
     return {
         "num_decodes": num_decodes,
         "prompt_tokens": prompt_tokens,
@@ -452,11 +479,12 @@ def check_scenario(*, num_decodes: int, prompt_tokens: int) -> None:
     int_at_least("prompt_tokens", prompt_tokens, 1, what="an int >= 1 [tokens]")
 
 
-def _check_budget_leaves_room(budget: np.ndarray, num_decodes: int) -> None:
+def _check_budget_leaves_room(budget: np.ndarray, num_decodes: int, *, name: str = "budget_tokens") -> None:
     too_small = budget <= num_decodes
     if np.any(too_small):
         smallest = int(np.min(budget))
         raise ValueError(
+            f"{name} must leave room for the prompt, got {smallest}: "
             f"a budget of {smallest} tokens leaves nothing for the prompt once {num_decodes} "
             f"decodes took one token each; use budgets above {num_decodes} (vLLM also requires "
             "max_num_batched_tokens >= max_num_seqs)"

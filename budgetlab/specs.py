@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
-from budgetlab._checks import flag, int_at_least, number_in
+from budgetlab._checks import finite_number, flag, int_at_least, number_in
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import ConfigError
 from budgetlab.text import fmt_bandwidth, fmt_flops_rate, fmt_gib, fmt_int
@@ -63,6 +63,12 @@ class HardwareSpec:
         which makes the KV pool a little too large.
     cuda_memory_source : str
         Where ``cuda_memory_bytes`` was read (a log line, an issue), or why it is unknown.
+
+    Raises
+    ------
+    ConfigError
+        A rate, bandwidth or memory size that is not a finite number > 0, a latency that is not
+        a finite number >= 0, or ``cuda_memory_bytes`` outside ``(0, memory_bytes]``.
     """
 
     slug: str
@@ -78,6 +84,16 @@ class HardwareSpec:
     cuda_memory_source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
+        for name, unit in (
+            ("dense_bf16_flops_per_s", "FLOP/s"),
+            ("mem_bandwidth_bytes_per_s", "B/s"),
+            ("memory_bytes", "B"),
+            ("interconnect_bandwidth_bytes_per_s", "B/s"),
+        ):
+            finite_number(name, getattr(self, name), positive=True, unit=unit, error=ConfigError)
+        finite_number(
+            "interconnect_latency_s", self.interconnect_latency_s, positive=False, unit="s", error=ConfigError
+        )
         if self.cuda_memory_bytes is not None:
             number_in(
                 "cuda_memory_bytes",
@@ -110,6 +126,21 @@ class HardwareSpec:
 
     def _repr_html_(self) -> str:
         return html_table(f"{self.name} ({self.slug})", self._display_rows())
+
+
+_MODEL_INT_FIELDS = (
+    "num_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_kv_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "num_experts",
+    "num_experts_per_token",
+    "dtype_bytes",
+)
+"""The :class:`ModelSpec` fields that are whole numbers >= 1 (layers, widths, heads, experts, bytes)."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +183,15 @@ class ModelSpec:
         Whether the output projection reuses the token embedding (``config.json``'s
         ``tie_word_embeddings``); it sets how many parameters stay in 16 bits when the other
         weights are quantized (:func:`budgetlab.memory.embedding_params`).
+
+    Raises
+    ------
+    ConfigError
+        A parameter count that is not a finite number > 0, a width, count or byte size that is
+        not an int >= 1 (a bool, a float or a string is refused), or a ``tie_word_embeddings``
+        that is not a bool. The relations between fields (active <= total parameters, KV heads
+        dividing the query heads, ...) are checked where catalog rows and Hugging Face configs
+        are read (:mod:`budgetlab.catalog`, :func:`budgetlab.model_from_hf_config`).
     """
 
     slug: str
@@ -170,6 +210,13 @@ class ModelSpec:
     dtype_bytes: int = 2
     source: str = field(default="", compare=False)
     tie_word_embeddings: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("num_params", "num_active_params"):
+            finite_number(name, getattr(self, name), positive=True, unit="parameters", error=ConfigError)
+        for name in _MODEL_INT_FIELDS:
+            int_at_least(name, getattr(self, name), 1, what="an int >= 1", error=ConfigError)
+        flag("tie_word_embeddings", self.tie_word_embeddings, error=ConfigError)
 
     @property
     def weight_bytes(self) -> float:
@@ -560,12 +607,56 @@ class Batch:
     prefill_context_tokens : tuple of int
         For each chunk, the tokens of the same request already in the KV cache [tokens]
         (0 for a first chunk; a later chunk attends to all earlier ones).
+
+    Raises
+    ------
+    ValueError
+        A count that is not an int >= 0 (a bool, a float, NaN or a string included), chunk
+        lists that are not tuples, or not one context entry per chunk. The simulator builds one
+        ``Batch`` a step with Python ints, so the check tests ``type(x) is int`` inline first.
     """
 
     num_decodes: int = 0
     decode_context_tokens: int = 0
     prefill_tokens: tuple[int, ...] = ()
     prefill_context_tokens: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        decodes, context = self.num_decodes, self.decode_context_tokens
+        chunks, contexts = self.prefill_tokens, self.prefill_context_tokens
+        if (
+            type(decodes) is not int
+            or type(context) is not int
+            or decodes < 0
+            or context < 0
+            or type(chunks) is not tuple
+            or type(contexts) is not tuple
+            or len(chunks) != len(contexts)
+        ):
+            self._refuse()
+        for n in chunks:
+            if type(n) is not int or n < 0:
+                self._refuse()
+        for n in contexts:
+            if type(n) is not int or n < 0:
+                self._refuse()
+
+    def _refuse(self) -> None:
+        """The slow path of the check: accept NumPy ints, else ``ValueError`` naming the field."""
+        for name in ("num_decodes", "decode_context_tokens"):
+            int_at_least(name, getattr(self, name), 0, what="an int >= 0", error=ValueError)
+        for name in ("prefill_tokens", "prefill_context_tokens"):
+            values = getattr(self, name)
+            if not isinstance(values, tuple):
+                raise ValueError(f"{name} must be a tuple of ints >= 0 [tokens], got {values!r}")
+            for i, value in enumerate(values):
+                int_at_least(f"{name}[{i}]", value, 0, what="an int >= 0 [tokens]", error=ValueError)
+        if len(self.prefill_tokens) != len(self.prefill_context_tokens):
+            raise ValueError(
+                f"Batch has {len(self.prefill_tokens)} prefill chunks but "
+                f"{len(self.prefill_context_tokens)} context entries; give one "
+                "prefill_context_tokens entry per chunk"
+            )
 
     @property
     def num_tokens(self) -> int:

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
+from budgetlab._checks import int_at_least, number_in
 from budgetlab.budget import check_scenario, prompt_timeline, ttft_s, whole_budgets
 from budgetlab.cost.protocol import CostModel
 from budgetlab.specs import Batch
@@ -66,7 +67,7 @@ def budget_sweep(
         first and largest chunk) [tokens].
     """
     check_scenario(num_decodes=num_decodes, prompt_tokens=prompt_tokens)
-    grid = np.atleast_1d(whole_budgets(budgets, num_decodes)).tolist()
+    grid = np.atleast_1d(whole_budgets(budgets, num_decodes, name="budgets")).tolist()
     rows = []
     for name, cost in costs.items():
         for budget in grid:
@@ -115,9 +116,17 @@ def flattening_budget(
         The level it flattens at [s].
     within_fraction : float
         How close counts as flat, relative to ``reference_s`` [-].
+
+    Raises
+    ------
+    ValueError
+        Rows of several cost models, or a ``reference_s`` or ``within_fraction`` that is not a
+        finite number >= 0 (each named).
     """
     if "cost_model" in sweep and sweep.cost_model.nunique() > 1:
         raise ValueError("flattening_budget reads one curve: select one cost_model's rows of the sweep first")
+    number_in("reference_s", reference_s, low=0.0, what="a finite number of seconds >= 0", error=ValueError)
+    number_in("within_fraction", within_fraction, low=0.0, what="a finite fraction >= 0", error=ValueError)
     ordered = sweep.sort_values("max_num_batched_tokens")
     close = (np.abs(ordered[column] - reference_s) <= abs(reference_s) * within_fraction).to_numpy()
     if not close[-1]:
@@ -195,19 +204,30 @@ def budget_payoff(
         The bigger budget is ``factor × budget_tokens`` [-], >= 2.
     num_decodes, prompt_tokens, decode_context_tokens : int
         The scripted scenario, as in :func:`~budgetlab.budget.ttft_s`.
+
+    Raises
+    ------
+    ParameterError
+        A budget that is not an int >= 1, a ``factor`` that is not an int >= 2, or a bad
+        scenario count (each named).
+    ValueError
+        A budget that leaves nothing for the prompt beside the decodes.
     """
-    if int(factor) < 2:
-        raise ValueError(f"factor must be a whole number >= 2, got {factor}")
+    budget = int_at_least("budget_tokens", budget_tokens, 1, what="a whole number of tokens >= 1")
+    times = int_at_least("factor", factor, 2, what="a whole number >= 2")
+    check_scenario(num_decodes=num_decodes, prompt_tokens=prompt_tokens)
+    int_at_least("decode_context_tokens", decode_context_tokens, 0, what="an int >= 0 [tokens]")
+    whole_budgets(budget, num_decodes)
     scenario = {
         "num_decodes": num_decodes,
         "prompt_tokens": prompt_tokens,
         "decode_context_tokens": decode_context_tokens,
     }
-    bigger = int(budget_tokens) * int(factor)
+    bigger = budget * times
     return BudgetPayoff(
-        budget_tokens=int(budget_tokens),
+        budget_tokens=budget,
         bigger_budget_tokens=bigger,
-        ttft_s=float(ttft_s(cost, budget_tokens=int(budget_tokens), **scenario)),
+        ttft_s=float(ttft_s(cost, budget_tokens=budget, **scenario)),
         bigger_ttft_s=float(ttft_s(cost, budget_tokens=bigger, **scenario)),
         ttft_without_budget_s=float(ttft_s(cost, budget_tokens=None, **scenario)),
     )
@@ -231,14 +251,24 @@ def budget_tradeoff(
         longest step carrying a prompt chunk, which is every decoder's longest gap),
         ``num_prompt_steps``, ``ttft_s`` and ``prefill_tokens_per_s`` (prompt tokens ingested per
         second of those steps).
+
+    Raises
+    ------
+    ParameterError
+        A budget that is not an int >= 1, or a bad scenario count (each named).
+    ValueError
+        ``small_budget_tokens`` not below ``big_budget_tokens``, or leaving nothing for the
+        prompt beside the decodes.
     """
-    if small_budget_tokens >= big_budget_tokens:
+    small = int_at_least("small_budget_tokens", small_budget_tokens, 1, what="a whole number of tokens >= 1")
+    big = int_at_least("big_budget_tokens", big_budget_tokens, 1, what="a whole number of tokens >= 1")
+    check_scenario(num_decodes=num_decodes, prompt_tokens=prompt_tokens)
+    whole_budgets(small, num_decodes, name="small_budget_tokens")
+    if small >= big:
         raise ValueError(
             f"small_budget_tokens ({small_budget_tokens}) must be below big_budget_tokens ({big_budget_tokens})"
         )
-    swept = budget_sweep(
-        {"": cost}, [small_budget_tokens, big_budget_tokens], num_decodes=num_decodes, prompt_tokens=prompt_tokens
-    )
+    swept = budget_sweep({"": cost}, [small, big], num_decodes=num_decodes, prompt_tokens=prompt_tokens)
     return pd.DataFrame(
         {
             "max_num_batched_tokens": swept.max_num_batched_tokens.to_numpy(),

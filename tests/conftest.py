@@ -116,7 +116,7 @@ def record_fuzz_counts(name: str, *, tried: int, unhandled: int, silent: int) ->
     FUZZ_COUNTS[name] = (tried, unhandled, silent)
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001 - pytest's hook signature
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if not FUZZ_COUNTS:
         return
     tried = sum(c[0] for c in FUZZ_COUNTS.values())

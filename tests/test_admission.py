@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from budgetlab import Gate, admit, budget_has_room, kv_blocks_fit, seq_slot_free
+from budgetlab.errors import ParameterError
 
 
 def test_each_gate_alone():
@@ -68,3 +71,41 @@ def test_gate_vocabulary_keys_and_labels():
     assert Gate.BUDGET.label == "token budget"
     assert Gate.KV.label == "KV memory"
     assert Gate.NONE.label == "nobody waiting"
+
+
+def test_gates_refuse_counts_that_are_not_ints_in_range_and_name_them():
+    # NumPy ints are counts too, and give the same answers as Python ints.
+    assert seq_slot_free(num_running=np.int64(255), max_num_seqs=np.int32(256))
+    assert kv_blocks_fit(known_tokens=np.int64(5000), free_blocks=np.int64(313), block_size=16)
+    assert not budget_has_room(budget_left_tokens=np.int64(0))
+    refused = [
+        (
+            lambda: seq_slot_free(num_running=-1, max_num_seqs=8),
+            r"^num_running must be an int >= 0 \[requests\], got -1$",
+        ),
+        (lambda: seq_slot_free(num_running=1, max_num_seqs=0), "max_num_seqs must be an int >= 1"),
+        (lambda: seq_slot_free(num_running=1.0, max_num_seqs=8), "num_running must be an int >= 0"),
+        (lambda: budget_has_room(budget_left_tokens=-1), "budget_left_tokens must be an int >= 0"),
+        (lambda: budget_has_room(budget_left_tokens=True), "budget_left_tokens .* got True"),
+        (lambda: kv_blocks_fit(known_tokens="3", free_blocks=1, block_size=16), "known_tokens .* got '3'"),
+        (lambda: kv_blocks_fit(known_tokens=3, free_blocks=None, block_size=16), "free_blocks .* got None"),
+        (lambda: kv_blocks_fit(known_tokens=3, free_blocks=1, block_size=0), "block_size must be an int >= 1"),
+        (lambda: kv_blocks_fit(known_tokens=3, free_blocks=1, block_size=16, held_hit_blocks=-1), "held_hit_blocks"),
+        (lambda: kv_blocks_fit(known_tokens=3, free_blocks=1, block_size=16, reserve_blocks=float("nan")), "reserve"),
+    ]
+    for call, message in refused:
+        with pytest.raises(ParameterError, match=message):
+            call()
+
+
+def test_admit_checks_every_count_before_any_gate():
+    # The budget gate would refuse first (0 tokens left), but a negative block count is an
+    # error, not a refusal: admit checks all six counts first.
+    with pytest.raises(ParameterError, match=r"^free_blocks must be an int >= 0 \[blocks\], got -5$"):
+        admit(num_running=1, max_num_seqs=8, budget_left_tokens=0, known_tokens=50, free_blocks=-5)
+    # 50 tokens in blocks of 16 need ceil(50 / 16) = 4 blocks: 4 of 4 free fit exactly.
+    assert admit(num_running=1, max_num_seqs=8, budget_left_tokens=100, known_tokens=50, free_blocks=4).admitted
+    assert (
+        admit(num_running=1, max_num_seqs=8, budget_left_tokens=100, known_tokens=50, free_blocks=3).refused_by
+        is Gate.KV
+    )

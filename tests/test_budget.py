@@ -347,3 +347,54 @@ def test_blocks_and_costs_refuse_bad_arguments_with_a_message():
         IdealCost("h100-sxn", "llama-3.1-8b")
     with pytest.raises(ParameterError):
         IdealCost(42, "llama-3.1-8b")
+
+
+def test_prefill_tokens_left_refuses_what_is_not_a_whole_count():
+    from budgetlab.errors import ParameterError
+
+    # Integral floats are whole numbers: 2048.0 − 48.0 = 2,000 tokens left.
+    assert prefill_tokens_left(budget_tokens=2048.0, num_decodes=48.0) == 2000
+    refused = [
+        ({"budget_tokens": float("nan")}, r"^budget_tokens must be whole numbers of tokens >= 1, got nan$"),
+        ({"budget_tokens": -1}, r"budget_tokens must be whole numbers of tokens >= 1, got -1"),
+        ({"budget_tokens": [2048, "3"]}, r"budget_tokens .* got \[2048, '3'\]"),
+        ({"num_decodes": 2.5}, r"^num_decodes must be whole numbers of requests >= 0, got 2.5$"),
+        ({"num_decodes": True}, r"num_decodes .* got True"),
+        ({"num_decodes": None}, r"num_decodes .* got None"),
+    ]
+    for changes, message in refused:
+        with pytest.raises(ParameterError, match=message):
+            prefill_tokens_left(**{"budget_tokens": 2048, "num_decodes": 100, **changes})
+
+
+def test_fill_step_refuses_bad_caps_by_name():
+    from budgetlab.errors import ParameterError
+
+    # A cap of 1 running + 1 admitted: 10 − 1 − 5 = 4 tokens left over.
+    fill = fill_step(budget_tokens=10, running_remaining_tokens=[1], waiting_remaining_tokens=[5, 3], max_num_seqs=2)
+    assert fill.admitted_tokens == (5,) and fill.leftover_tokens == 4
+    with pytest.raises(ParameterError, match=r"^long_prefill_token_threshold must be an int >= 0 \(0 disables"):
+        fill_step(budget_tokens=10, running_remaining_tokens=[1], long_prefill_token_threshold=-1)
+    with pytest.raises(ParameterError, match=r"^max_num_seqs must be an int >= 1 \[requests\], or None, got 0$"):
+        fill_step(budget_tokens=10, running_remaining_tokens=[1], max_num_seqs=0)
+    with pytest.raises(ValueError, match=r"^waiting_remaining_tokens must be a sequence of ints"):
+        fill_step(budget_tokens=10, running_remaining_tokens=[1], waiting_remaining_tokens=["3"])
+
+
+def test_scenario_functions_refuse_bad_scenario_numbers_by_name(ideal):
+    from budgetlab.errors import ParameterError
+
+    for function in (ttft_s, longest_gap_s, prompt_timeline):
+        with pytest.raises(ParameterError, match=r"^num_decodes must be an int >= 0 \[requests\], got inf$"):
+            function(ideal, budget_tokens=2048, num_decodes=float("inf"), prompt_tokens=5000)
+        with pytest.raises(ParameterError, match=r"^decode_context_tokens must be an int >= 0 \[tokens\], got 2.5$"):
+            function(ideal, budget_tokens=2048, decode_context_tokens=2.5, **SEED)
+    with pytest.raises(ParameterError, match=r"decode_context_tokens must be an int >= 0 \[tokens\], got None"):
+        prompt_steps(budget_tokens=2048, decode_context_tokens=None, **SEED)
+    # A budget that is not a number is refused by name, not read as one ("3", True).
+    for bad in ("3", True, [2048, None]):
+        with pytest.raises(ValueError, match=r"^budget_tokens must be whole numbers of tokens >= 1"):
+            ttft_s(ideal, budget_tokens=bad, **SEED)
+    # 100 decodes take one token each of a 100-token budget: nothing is left for the prompt.
+    with pytest.raises(ValueError, match=r"^budget_tokens must leave room for the prompt, got 100: .*above 100"):
+        ttft_s(ideal, budget_tokens=[100, 2048], **SEED)

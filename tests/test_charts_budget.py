@@ -26,6 +26,16 @@ def test_budget_grid():
     assert charts.budget_grid(num_decodes=100, max_budget_tokens=200)[0] == 101
     with pytest.raises(ValueError, match="at least 101"):
         charts.budget_grid(num_decodes=100, max_budget_tokens=100)
+    # every count is checked by name (a float budget was floored, a NaN crashed in linspace)
+    for changes, name in (
+        ({"max_budget_tokens": float("nan")}, "max_budget_tokens"),
+        ({"num_decodes": 2.5}, "num_decodes"),
+        ({"min_budget_tokens": "256"}, "min_budget_tokens"),
+        ({"num_points": 0}, "num_points"),
+        ({"include": [1000, True]}, r"include\[1\]"),
+    ):
+        with pytest.raises(bl.ParameterError, match=rf"^{name} must be an int >= "):
+            charts.budget_grid(**{"num_decodes": 100, "max_budget_tokens": 8192, **changes})
 
 
 # --- filling the budget (02, 04) ----------------------------------------------------------------------

@@ -113,6 +113,9 @@ def test_tensor_parallel_table(h100):
     assert table.index.name == "GPUs (tp)" and "All-reduce at 2,048 tokens [ms]" in table
     assert table["Fits one GPU"].tolist() == ["no", "yes", "yes", "yes"]
     assert "All-reduce at 512 tokens [ms]" not in table
+    for bad in (1024, 2048.0, True, "2048"):  # 1,024 is not a mark of the frame
+        with pytest.raises(bl.ParameterError, match=r"^highlight_mark must be None or one of the frame's token marks"):
+            charts.tensor_parallel_table(frame, highlight_mark=bad)
 
 
 def test_moe_frame_table_and_chart(h100):

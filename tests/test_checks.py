@@ -9,6 +9,7 @@ import pytest
 
 from budgetlab import ConfigError, ParameterError
 from budgetlab._checks import (
+    FAST_INT_TYPES,
     PLAIN_ERRORS,
     finite_number,
     flag,
@@ -17,10 +18,12 @@ from budgetlab._checks import (
     int_at_least,
     is_int,
     is_number,
+    number_array,
     number_in,
     positive_factors,
     positive_rate,
     random_seed,
+    whole_array,
 )
 
 
@@ -121,3 +124,35 @@ def test_grid_axis_scalars_repeats_and_checks():
         grid_axis("budgets", [512, 1024, 512], int_at_least)
     with pytest.raises(ParameterError, match=r"^budgets\[1\] must be an int >= 1, got 0$"):
         grid_axis("budgets", [512, 0], int_at_least)
+
+
+def test_fast_int_types_are_ints_and_exclude_bool():
+    assert all(is_int(t(3)) for t in FAST_INT_TYPES)
+    assert bool not in FAST_INT_TYPES and float not in FAST_INT_TYPES and np.bool_ not in FAST_INT_TYPES
+
+
+def test_number_array_checks_types_only():
+    np.testing.assert_array_equal(number_array("t", [1, 2.5, np.int64(3)], what="w"), [1.0, 2.5, 3.0])
+    assert np.isnan(number_array("t", math.nan, what="w"))  # bounds are the caller's
+    for bad in (True, "3", None, [0.1, None], [0.1, "x"], np.array([True, False]), [[1], [2, 3]], [2.5, True]):
+        with pytest.raises(ParameterError, match=r"^t must be w, got "):
+            number_array("t", bad, what="w")
+    with pytest.raises(TypeError, match=r"^t must be w, got '3'$"):
+        number_array("t", "3", what="w", **PLAIN_ERRORS)
+
+
+def test_whole_array_gives_int64_and_refuses_fractions_and_non_numbers():
+    out = whole_array("b", [512, 2048.0, np.uint8(7)], 1, what="whole numbers >= 1")
+    assert out.dtype == np.int64 and out.tolist() == [512, 2048, 7]
+    assert whole_array("b", 0, 0, what="w").ndim == 0
+    assert whole_array("b", 2**62, 1, what="w") == 2**62  # exact, not through a float
+    np.testing.assert_array_equal(whole_array("b", [[1, 2], [3, 4]], 1, what="w"), [[1, 2], [3, 4]])
+    # NumPy alone reads [True, 3] as the ints [1, 3]; a bool is not a count.
+    for bad in (0, [1, 0], 2.5, math.nan, math.inf, -math.inf, True, "3", None, [1, None], 1e30, [True, 3]):
+        with pytest.raises(ParameterError, match=r"^b must be whole numbers >= 1, got "):
+            whole_array("b", bad, 1, what="whole numbers >= 1")
+    with pytest.raises(TypeError, match="got None"):
+        whole_array("b", None, 1, what="w", **PLAIN_ERRORS)
+    with pytest.raises(ValueError, match=r"got 2\.5") as info:
+        whole_array("b", 2.5, 1, what="w", **PLAIN_ERRORS)
+    assert type(info.value) is ValueError

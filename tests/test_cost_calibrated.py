@@ -398,6 +398,11 @@ def test_step_time_vectorized_shape_and_scalar(h100, llama8b):
         cost.step_time_s(-1)
     with pytest.raises(ValueError, match="context_tokens"):
         cost.step_time_s(1, context_tokens=-5)
+    for bad in (np.inf, True, "3", None, [100, False]):
+        with pytest.raises(ValueError, match=r"^num_tokens must be finite numbers of tokens >= 0, got "):
+            cost.step_time_s(bad)
+        with pytest.raises(ValueError, match=r"^context_tokens must be finite numbers of tokens >= 0, got "):
+            cost.step_time_s(100, context_tokens=bad)
 
 
 def test_batch_with_mismatched_chunk_contexts_is_refused(h100, llama8b):

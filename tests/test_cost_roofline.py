@@ -63,6 +63,15 @@ def test_step_time_vectorized_shape_and_scalar(ideal):
         ideal.step_time_s([512.0, np.nan])
 
 
+def test_step_time_refuses_tokens_that_are_not_finite_numbers(ideal):
+    # The curve is continuous: 2.5 tokens cost the weight read, like 1 token.
+    assert ideal.step_time_s(2.5) == ideal.step_time_s(1) == ideal.weight_read_s
+    for cost in (ideal, ConstantCost(0.01)):
+        for bad in (np.inf, True, "3", None, [512, True], [512, "3"]):
+            with pytest.raises(ValueError, match=r"^num_tokens must be finite numbers of tokens >= 0, got "):
+                cost.step_time_s(bad)
+
+
 def test_batch_time_uses_token_count(ideal):
     batch = Batch(num_decodes=100, decode_context_tokens=12345, prefill_tokens=(1948,), prefill_context_tokens=(0,))
     assert batch.num_tokens == 2048

@@ -40,6 +40,26 @@ def test_tile_cliffs(calibrated):
     assert linear_only.past_step_time_s.iloc[0] == pytest.approx(float(tiled.with_(attention=False).step_time_s(256)))
     with pytest.raises(ValueError, match="tile_tokens"):
         tile_cliffs(calibrated, max_tokens=1024)
+    # below the first tile there is no cliff; a bad max_tokens is refused by name
+    assert tile_cliffs(tiled, max_tokens=128).empty
+    for bad in (0, 2.5, float("nan"), True, "600", None):
+        with pytest.raises(bl.ParameterError, match=r"^max_tokens must be an int >= 1 \[tokens\], got "):
+            tile_cliffs(tiled, max_tokens=bad)
+
+
+def test_token_counts_and_degrees_are_checked_by_name(h100, llama8b):
+    mixtral = bl.CalibratedCost.typical(h100, model("mixtral-8x7b"))
+    assert moe_step_costs(mixtral, [1, 64]).tokens.tolist() == [1, 64]
+    for bad in ([1, 2.5], [1, True], [1, None], [-1]):
+        with pytest.raises(bl.ParameterError, match=r"^tokens must be whole numbers of tokens >= 0, got "):
+            moe_step_costs(mixtral, bad)
+    for bad in ([64, 2.5], [True], ["64"], [0]):
+        with pytest.raises(bl.ParameterError, match=r"^token_marks must be a sequence of ints >= 1 \[tokens\]"):
+            hardware_comparison(llama8b, [h100], token_marks=bad)
+        with pytest.raises(bl.ParameterError, match=r"^token_marks must be"):
+            tensor_parallel_speedups(h100, llama8b, tp_degrees=[1], token_marks=bad)
+    with pytest.raises(bl.ParameterError, match=r"^tp_degrees\[1\] must be an int >= 1 \[GPUs\], got 2.5$"):
+        tensor_parallel_speedups(h100, llama8b, tp_degrees=[1, 2.5])
 
 
 def test_tensor_parallel_speedups(h100):

@@ -70,6 +70,18 @@ def test_activation_peak_by_hand(llama8b):
     assert codellama.binding_pass == "forward" and codellama.peak_bytes / GiB == pytest.approx(0.77, abs=0.01)
 
 
+def test_activation_peak_stage_must_be_a_stage_of_the_pipeline(llama8b):
+    from budgetlab.errors import ParameterError
+
+    two_stages = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=256, pipeline_parallel_size=2)
+    # The first of two stages runs no sampler; the last (1, or None) does.
+    assert activation_peak(llama8b, two_stages, stage=0).sampler_bytes == 0
+    assert activation_peak(llama8b, two_stages, stage=1) == activation_peak(llama8b, two_stages)
+    for bad in (2, -1, 0.5, True, "1"):
+        with pytest.raises(ParameterError, match=r"^stage must be None or an int in \[0, pipeline_parallel_size = 2\)"):
+            activation_peak(llama8b, two_stages, stage=bad)
+
+
 def test_moe_workspace_and_tensor_parallel_peak():
     qwen = model("qwen3-30b-a3b")  # 8 of 128 experts, 768 wide, hidden 2048
     peak = activation_peak(qwen, SERVE_H100)

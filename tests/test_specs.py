@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-from budgetlab import ConfigError, EngineConfig, Request
+from budgetlab import Batch, ConfigError, EngineConfig, HardwareSpec, ModelSpec, Request, hardware, model
 
 
 def test_defaults_match_vllm():
@@ -93,3 +95,62 @@ def test_request_accepts_numpy_numbers():
 
 def test_request_total_tokens():
     assert Request("a", 0.0, 10, 5).total_tokens == 15
+
+
+def test_hardware_spec_refuses_impossible_numbers():
+    h100 = hardware("h100-sxm")
+    assert dataclasses.replace(h100, interconnect_latency_s=0.0).interconnect_latency_s == 0.0  # an ideal link
+    assert dataclasses.replace(h100, memory_bytes=80e9, cuda_memory_bytes=None).reported_memory_bytes == 80e9
+    refused = [
+        ({"dense_bf16_flops_per_s": 0.0}, r"^dense_bf16_flops_per_s must be a finite number > 0 \[FLOP/s\], got 0.0$"),
+        ({"mem_bandwidth_bytes_per_s": float("inf")}, r"mem_bandwidth_bytes_per_s must be .* got inf"),
+        ({"memory_bytes": "80e9"}, r"memory_bytes must be a finite number > 0 \[B\], got '80e9'"),
+        ({"interconnect_bandwidth_bytes_per_s": True}, r"interconnect_bandwidth_bytes_per_s .* got True"),
+        ({"interconnect_latency_s": -1e-6}, r"interconnect_latency_s must be a finite number >= 0 \[s\]"),
+        ({"cuda_memory_bytes": 2 * h100.memory_bytes}, r"cuda_memory_bytes must be bytes in \(0, memory_bytes"),
+    ]
+    for changes, message in refused:
+        with pytest.raises(ConfigError, match=message):
+            dataclasses.replace(h100, **changes)
+    assert isinstance(h100, HardwareSpec)
+
+
+def test_model_spec_refuses_impossible_numbers():
+    llama = model("llama-3.1-8b")
+    # A parameter count is a real number (the catalog stores 8.03e9), NumPy ints are ints.
+    assert dataclasses.replace(llama, num_params=8.5e9, num_active_params=8.5e9).weight_bytes == 17e9
+    assert dataclasses.replace(llama, num_layers=np.int64(16)).num_layers == 16
+    refused = [
+        ({"num_params": float("nan")}, r"^num_params must be a finite number > 0 \[parameters\], got nan$"),
+        ({"num_active_params": -1}, r"num_active_params must be a finite number > 0"),
+        ({"num_layers": 32.0}, r"^num_layers must be an int >= 1, got 32.0$"),
+        ({"hidden_size": "4096"}, r"hidden_size must be an int >= 1, got '4096'"),
+        ({"num_kv_heads": 0}, r"num_kv_heads must be an int >= 1, got 0"),
+        ({"head_dim": True}, r"head_dim must be an int >= 1, got True"),
+        ({"num_experts": None}, r"num_experts must be an int >= 1, got None"),
+        ({"dtype_bytes": 2.5}, r"dtype_bytes must be an int >= 1, got 2.5"),
+        ({"tie_word_embeddings": "false"}, r"tie_word_embeddings must be True or False"),
+    ]
+    for changes, message in refused:
+        with pytest.raises(ConfigError, match=message):
+            dataclasses.replace(llama, **changes)
+    assert isinstance(llama, ModelSpec)
+
+
+def test_batch_refuses_counts_that_are_not_ints():
+    # 8 decodes + chunks of 100 and 50 tokens: 158 tokens; NumPy ints are counts too.
+    assert Batch(8, 800, (100, 50), (0, 100)).num_tokens == 158
+    assert Batch(np.int64(8), np.int64(800), (np.int64(100),), (np.int64(0),)).num_tokens == 108
+    refused = [
+        ({"num_decodes": float("nan")}, r"^num_decodes must be an int >= 0, got nan$"),
+        ({"num_decodes": -1}, r"^num_decodes must be an int >= 0, got -1$"),
+        ({"decode_context_tokens": 2.5}, r"^decode_context_tokens must be an int >= 0, got 2.5$"),
+        ({"decode_context_tokens": True}, r"decode_context_tokens .* got True"),
+        ({"prefill_tokens": [10], "prefill_context_tokens": (0,)}, r"^prefill_tokens must be a tuple of ints"),
+        ({"prefill_tokens": (10, "3"), "prefill_context_tokens": (0, 0)}, r"^prefill_tokens\[1\] must be an int >= 0"),
+        ({"prefill_tokens": (10,), "prefill_context_tokens": (None,)}, r"^prefill_context_tokens\[0\] must be"),
+        ({"prefill_tokens": (10, 20), "prefill_context_tokens": (0,)}, "one prefill_context_tokens entry per chunk"),
+    ]
+    for changes, message in refused:
+        with pytest.raises(ValueError, match=message):
+            Batch(**changes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from budgetlab import (
@@ -16,6 +17,7 @@ from budgetlab import (
     longest_gap_s,
     ttft_s,
 )
+from budgetlab.errors import ParameterError
 
 SEED = {"num_decodes": 100, "prompt_tokens": 5000}
 
@@ -102,3 +104,43 @@ def test_bigger_budgets_keep_helping_with_real_steps(ideal, h100, llama8b):
     assert idealized.ttft_s == pytest.approx(ttft_s(ideal, budget_tokens=1024, **SEED))
     assert calibrated.saved_fraction > 2 * idealized.saved_fraction
     assert calibrated.above_floor_fraction > idealized.above_floor_fraction
+
+
+def test_flattening_budget_refuses_bad_levels_by_name():
+    # TTFTs 0.5, 0.2, 0.11, 0.1 s: within 10 % of 0.1 s from 1,024 tokens on.
+    sweep = pd.DataFrame({"max_num_batched_tokens": [256, 512, 1024, 2048], "ttft_s": [0.5, 0.2, 0.11, 0.1]})
+    assert flattening_budget(sweep, column="ttft_s", reference_s=0.1) == 1024
+    for name, bad in (("reference_s", float("nan")), ("reference_s", "0.1"), ("within_fraction", -0.1)):
+        with pytest.raises(ValueError, match=rf"^{name} must be a finite"):
+            flattening_budget(sweep, column="ttft_s", **{"reference_s": 0.1, name: bad})
+
+
+def test_budget_payoff_refuses_bad_numbers_by_name():
+    cost = ConstantCost(0.01)
+    # factor 2: 1,024 → 2,048 tokens; 5,000 / 924 → 6 steps, 5,000 / 1,948 → 3 steps of 10 ms.
+    payoff = budget_payoff(cost, budget_tokens=1024, factor=2, **SEED)
+    assert payoff.bigger_budget_tokens == 2048 and payoff.bigger_ttft_s == pytest.approx(0.03)
+    refused = [
+        ({"factor": 2.5}, r"^factor must be a whole number >= 2, got 2.5$"),
+        ({"factor": "3"}, r"^factor must be a whole number >= 2, got '3'$"),
+        ({"budget_tokens": float("nan")}, r"^budget_tokens must be a whole number of tokens >= 1, got nan$"),
+        ({"budget_tokens": True}, r"budget_tokens .* got True"),
+        ({"num_decodes": float("inf")}, r"^num_decodes must be an int >= 0"),
+        ({"decode_context_tokens": None}, r"^decode_context_tokens must be an int >= 0"),
+    ]
+    for changes, message in refused:
+        with pytest.raises(ParameterError, match=message):
+            budget_payoff(cost, **{"budget_tokens": 1024, **SEED, **changes})
+    with pytest.raises(ValueError, match=r"^budget_tokens must leave room for the prompt, got 100"):
+        budget_payoff(cost, budget_tokens=100, **SEED)
+
+
+def test_budget_tradeoff_names_the_budget_that_is_wrong():
+    cost = ConstantCost(0.01)
+    with pytest.raises(ParameterError, match=r"^small_budget_tokens must be a whole number of tokens >= 1, got nan$"):
+        budget_tradeoff(cost, small_budget_tokens=float("nan"), big_budget_tokens=4096, **SEED)
+    with pytest.raises(ParameterError, match=r"^big_budget_tokens must be a whole number of tokens >= 1, got '3'$"):
+        budget_tradeoff(cost, small_budget_tokens=512, big_budget_tokens="3", **SEED)
+    # 100 decodes leave nothing of a 100-token budget: the message names the small budget.
+    with pytest.raises(ValueError, match=r"^small_budget_tokens must leave room for the prompt, got 100"):
+        budget_tradeoff(cost, small_budget_tokens=100, big_budget_tokens=4096, **SEED)

@@ -924,3 +924,159 @@ def test_trace_workload_replays_prefixes(tmp_path):
         TraceWorkload([0.0, 1.0], [10, 20], [1, 2], prefix_id=("a", "a"), prefix_tokens=[3, 23])
     ok = TraceWorkload([0.0, 1.0], [10, 20], [1, 2], prefix_id=(np.int64(4), None), prefix_tokens=np.array([3, 0]))
     assert ok.requests(rate_per_s=1.0)[0].prefix_id == 4
+
+
+# --------------------------------------------------------------------------------------------
+# Columnar loading (issue 14): RequestColumns, exact epoch offsets, pandas' silent drops
+# --------------------------------------------------------------------------------------------
+
+
+def test_load_trace_returns_columns_that_behave_as_a_list(tmp_path):
+    from budgetlab.workload.frames import RequestColumns
+
+    path = write(tmp_path, SPLIT + "0.5,12,3\n1.0,7,2\n2.5,30,1\n")
+    loaded = load_trace(path)
+    assert isinstance(loaded, RequestColumns) and len(loaded) == 3
+    as_list = [Request(0, 0.5, 12, 3), Request(1, 1.0, 7, 2), Request(2, 2.5, 30, 1)]
+    assert loaded == as_list and as_list == loaded and list(loaded) == as_list
+    assert loaded[1] == as_list[1] and loaded[-1] == as_list[2] and loaded[1:] == as_list[1:]
+    assert loaded != as_list[:2] and loaded != [Request(0, 0.5, 12, 4), *as_list[1:]]
+    with pytest.raises(IndexError):
+        loaded[3]
+    with pytest.raises(TypeError):
+        loaded["0"]  # type: ignore[index]
+    with pytest.raises(TypeError):
+        hash(loaded)
+    # the arrays, read-only: arrivals as written, offsets from the first arrival
+    assert loaded.arrival_at_s.tolist() == [0.5, 1.0, 2.5] and loaded.prompt_tokens.tolist() == [12, 7, 30]
+    assert loaded.origin_s == 0.5 and loaded.offset_s.tolist() == [0.0, 0.5, 2.0]
+    assert not loaded.prompt_tokens.flags.writeable and not loaded.offset_s.flags.writeable
+    pd.testing.assert_frame_equal(requests_to_frame(loaded), requests_to_frame(as_list))
+    assert trace_stats(loaded) == trace_stats(as_list)
+    assert pickle.loads(pickle.dumps(loaded)) == loaded
+    # time_scale scales the origin and the offsets alike
+    slow = load_trace(path, time_scale=2.0)
+    assert slow.origin_s == 1.0 and slow.offset_s.tolist() == [0.0, 1.0, 4.0] and slow[2].arrival_at_s == 5.0
+    # a trace workload replays the same columns, lazily or as a list
+    trace = TraceWorkload.from_csv(path)
+    assert trace.columns(rate_per_s=1.0) == trace.requests(rate_per_s=1.0)
+    assert [r.arrival_at_s for r in trace.requests(rate_per_s=1.0)] == [0.0, 0.5, 2.0]  # native 1 req/s
+
+
+def test_request_columns_refuse_what_a_request_refuses():
+    from budgetlab.workload.frames import RequestColumns
+
+    with pytest.raises(ParameterError, match=r"request 1: prompt_tokens must be an int >= 1, got 2\.5"):
+        RequestColumns([0.0, 1.0], [3, 2.5], [1, 1])
+    with pytest.raises(ParameterError, match=r"request 0: arrival_at_s must be a finite number of seconds >= 0"):
+        RequestColumns([np.nan, 1.0], [3, 3], [1, 1])
+    with pytest.raises(ParameterError, match=r"request 1: prefix_tokens=4 needs a prefix_id"):
+        RequestColumns([0.0, 1.0], [3, 3], [1, 1], prefix_id=("a", None), prefix_tokens=[2, 4])
+    with pytest.raises(ParameterError, match="equally long"):
+        RequestColumns([0.0, 1.0], [3], [1, 1])
+    with pytest.raises(ParameterError, match="origin_s"):
+        RequestColumns([0.0, 1.0], [3, 3], [1, 1], origin_s=5.0, offset_s=[0.0, 1.0])
+    exact = RequestColumns([10.0, 11.0], [3, 3], [1, 1], origin_s=10.0, offset_s=[0.0, 1.0])
+    assert exact.offset_s.tolist() == [0.0, 1.0] and RequestColumns([], [], []).origin_s == 0.0
+
+
+# 1.7e15 s rounds to 0.25 s as float64 and 1.7e12 s to 0.24 ms: the offsets come from the digits.
+EPOCH_TRACE = SPLIT + (
+    "1700000000000000.000001,5,5\n1700000000000000.000003,5,5\n1700000000000000.5,5,5\n1700000000000001.25,6,2\n"
+)
+
+
+@pytest.mark.parametrize("quoted", [False, True])
+def test_epoch_arrivals_keep_exact_offsets(tmp_path, quoted):
+    text = EPOCH_TRACE.replace("1700000000000000.000003", '"1700000000000000.000003"') if quoted else EPOCH_TRACE
+    loaded = load_trace(write(tmp_path, text))
+    # by hand: each arrival minus 1700000000000000.000001
+    assert loaded.offset_s.tolist() == [0.0, 2e-06, 0.499999, 1.249999]
+    assert loaded.origin_s == 1.7e15 and loaded.arrival_at_s[1] == 1.7e15  # the floats cannot tell them apart
+    trace = TraceWorkload.from_csv(tmp_path / "trace.csv")
+    assert trace.native_rate_per_s == pytest.approx(3 / 1.249999, rel=1e-12)
+    replay = trace.requests(rate_per_s=3 / 1.249999)
+    assert [r.arrival_at_s for r in replay] == pytest.approx([0.0, 2e-06, 0.499999, 1.249999], rel=1e-12, abs=0)
+    assert trace_stats(loaded)["duration_s"] == pytest.approx(1.249999, rel=1e-12)
+    micro = load_trace(write(tmp_path, SPLIT + "1700000000000.123456,5,5\n 1700000000000.123457 ,5,5\r\n", "us.csv"))
+    assert micro.offset_s.tolist() == [0.0, 1e-06]
+
+
+def test_epoch_arrivals_out_of_order_are_caught_on_their_digits(tmp_path):
+    # both round to the same float64; the text says the second comes first
+    path = write(tmp_path, SPLIT + "1700000000000000.3,5,5\n1700000000000000.2,5,5\n")
+    with pytest.raises(TraceFormatError, match=r"line 3, column 'arrived_at': time goes backwards"):
+        load_trace(path)
+    huge = write(tmp_path, SPLIT + "1700000000000000000,5,5\n", "ns.csv")  # an epoch in ns read as s
+    with pytest.raises(TraceFormatError, match=r"line 2, column 'arrived_at': .*implausibly large.*Fix"):
+        load_trace(huge)
+
+
+def test_extra_cells_on_the_first_row_are_refused(tmp_path):
+    # pandas drops them with only a warning when the first data row is the long one
+    with pytest.raises(TraceFormatError, match=r"line 2: 4 cells but the header has 3 columns"):
+        load_trace(write(tmp_path, SPLIT + "0,5,5,9\n"))
+    with pytest.raises(TraceFormatError, match=r"line 3: 4 cells but the header has 3 columns"):
+        load_trace(write(tmp_path, SPLIT + "0,5,5,\n1,5,5,9\n", "second.csv"))
+    # a trailing comma on every line (empty extra cells) is what pandas' index_col=False is for
+    trailing = load_trace(write(tmp_path, SPLIT + "0,5,5,\n1,6,7,\n", "trailing.csv"))
+    assert trailing == [Request(0, 0.0, 5, 5), Request(1, 1.0, 6, 7)]
+
+
+@needs_shared
+@pytest.mark.parametrize("name", ["splitwise_conv.csv", "splitwise_code.csv"])
+def test_fast_and_text_readers_agree_on_the_shared_traces(name):
+    from budgetlab.workload.trace_cells import checked_columns
+    from budgetlab.workload.traces import _fast_columns
+
+    fast, text = _fast_columns(TRACES / name), checked_columns(TRACES / name)
+    assert fast is not None  # a valid trace never needs the cell-by-cell reader
+    for field in ("arrival_at_s", "offset_s", "prompt_tokens", "output_tokens"):
+        assert np.array_equal(getattr(fast, field), getattr(text, field)), field
+
+
+def test_a_large_trace_is_held_as_columns(tmp_path):
+    import tracemalloc
+
+    n = 100_000
+    frame = pd.DataFrame(
+        {"arrived_at": np.arange(n) * 0.01, "num_prefill_tokens": 100 + np.arange(n) % 50, "num_decode_tokens": 7}
+    )
+    frame.to_csv(tmp_path / "big.csv", index=False)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    loaded = load_trace(tmp_path / "big.csv")
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert len(loaded) == n and loaded[n - 1] == Request(n - 1, (n - 1) * 0.01, 100 + (n - 1) % 50, 7)
+    assert held / n < 200  # bytes per request: 4 arrays of 8 bytes, not one Python object (~1 KB) each
+
+
+def test_an_int_length_below_one_is_refused_by_its_argument_name():
+    from budgetlab.workload import multi_turn_workload, system_prompt_workload
+
+    # An int is Fixed(int): 3 requests of 7 + 2 tokens.
+    reqs = synthetic_workload(num_requests=3, rate_per_s=1.0, prompt=7, output=2)
+    assert [(r.prompt_tokens, r.output_tokens) for r in reqs] == [(7, 2)] * 3
+    synthetic = {"num_requests": 3, "rate_per_s": 1.0, "prompt": 7, "output": 2}
+    turns = {"num_conversations": 2, "conversation_rate_per_s": 1.0, "turns": 2, "message": 5, "output": 2}
+    system = {"num_requests": 3, "rate_per_s": 1.0, "num_prompts": 1, "system": 9, "message": 5, "output": 2}
+    calls = [
+        ("prompt", synthetic_workload, synthetic),
+        ("output", synthetic_workload, synthetic),
+        ("turns", multi_turn_workload, turns),
+        ("message", multi_turn_workload, turns),
+        ("system", system_prompt_workload, system),
+    ]
+    for name, function, valid in calls:
+        what = rf"^{name} must be an int >= 1 \[tokens\] \(Fixed\.tokens\) or a length distribution, got "
+        for bad in (0, -1, np.int64(-3)):
+            with pytest.raises(ValueError, match=what):
+                function(**{**valid, name: bad})
+
+
+def test_empirical_refuses_a_bool_among_its_values():
+    # NumPy alone would read [True, 3] as the lengths [1, 3].
+    with pytest.raises(TypeError, match=r"^Empirical\.values\[0\] must be a whole number of tokens, got True$"):
+        Empirical([True, 3])
+    assert Empirical([1, 3]).values == (1, 3)

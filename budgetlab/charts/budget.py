@@ -16,6 +16,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from budgetlab._checks import int_at_least
 from budgetlab.budget import longest_gap_s, prefill_tokens_left
 from budgetlab.charts.style import (
     HEIGHT,
@@ -51,14 +52,28 @@ def budget_grid(
     budgets), sorted and unique. Every budget is above ``num_decodes``, so it leaves at least
     one token for the prompt (budgets just above it ingest a prompt a few tokens a step, which
     takes very long: start the sweep at the smallest budget of interest).
+
+    Raises
+    ------
+    ParameterError
+        A count that is not an int in its range (``num_decodes`` >= 0, the others >= 1), each
+        named.
+    ValueError
+        ``max_budget_tokens`` below the smallest budget of the grid.
     """
+    num_decodes = int_at_least("num_decodes", num_decodes, 0, what="an int >= 0 [requests]")
+    max_budget_tokens = int_at_least("max_budget_tokens", max_budget_tokens, 1, what="an int >= 1 [tokens]")
+    if min_budget_tokens is not None:
+        int_at_least("min_budget_tokens", min_budget_tokens, 1, what="an int >= 1 [tokens], or None")
+    num_points = int_at_least("num_points", num_points, 1, what="an int >= 1")
+    listed = [int_at_least(f"include[{i}]", b, 1, what="an int >= 1 [tokens]") for i, b in enumerate(include)]
     low = num_decodes + 1 if min_budget_tokens is None else max(num_decodes + 1, int(min_budget_tokens))
     if max_budget_tokens < low:
         raise ValueError(
             f"max_budget_tokens ({max_budget_tokens}) must be at least {low} "
             f"(above num_decodes = {num_decodes} and min_budget_tokens)"
         )
-    extra = np.asarray([b for b in include if low <= b <= max_budget_tokens], dtype=np.int64)
+    extra = np.asarray([b for b in listed if low <= b <= max_budget_tokens], dtype=np.int64)
     grid = np.linspace(low, max_budget_tokens, min(num_points, max_budget_tokens - low + 1))
     return np.unique(np.concatenate([np.round(grid).astype(np.int64), extra]))
 
@@ -82,6 +97,7 @@ def step_fill_frame(timeline: pd.DataFrame, *, max_steps: int = 40) -> pd.DataFr
         ``step_time_ms``, ``start_s``, ``end_s``, ``start_ms``, ``end_ms``, ``scenario``
         (:func:`~budgetlab.text.fmt_budget`), ``max_num_batched_tokens`` (NaN without a budget).
     """
+    int_at_least("max_steps", max_steps, 1, what="an int >= 1 [steps]")
     budgets = timeline.max_num_batched_tokens.dropna()
     budget = int(budgets.iloc[0]) if len(budgets) else None
     wide = timeline.head(max_steps).rename(
@@ -171,6 +187,7 @@ def longest_gap_comparison_frame(
         ``scenario`` (``"budget 2,048"``, ``"no budget"``), ``max_num_batched_tokens`` (NaN
         without), ``longest_gap_s``, ``longest_gap_ms``, ``label`` (``"33.2 ms"``), ``cost_model``.
     """
+    budget_tokens = int_at_least("budget_tokens", budget_tokens, 1, what="a whole number of tokens >= 1")
     rows = []
     for budget in (budget_tokens, None):
         gap = float(

@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from budgetlab._checks import int_at_least
 from budgetlab.charts.load import _PHASES
 from budgetlab.charts.runs import _POLICY_METRICS
 from budgetlab.charts.style import _check_table_rows
+from budgetlab.errors import ParameterError
 from budgetlab.memory import KVCapacity
 from budgetlab.text import fmt_gib, fmt_int, fmt_latency, fmt_percent, fmt_tokens, metric_label
 from budgetlab.workload import SweepWorkload
@@ -73,7 +75,17 @@ def tensor_parallel_table(frame: pd.DataFrame, *, highlight_mark: int | None = N
 
     ``highlight_mark`` (a token count of the frame) adds the all-reduce and speed-up columns
     for that step size.
+
+    Raises
+    ------
+    ParameterError
+        A ``highlight_mark`` that is neither None nor one of the frame's token marks.
     """
+    marks = [int(c[len("step_") : -len("_s")]) for c in frame.columns if c.startswith("step_") and c.endswith("_s")]
+    if highlight_mark is not None:
+        what = f"None or one of the frame's token marks {marks}"
+        if int_at_least("highlight_mark", highlight_mark, 1, what=what) not in marks:
+            raise ParameterError(f"highlight_mark must be {what}, got {highlight_mark!r}")
     table = pd.DataFrame(
         {
             "GPUs (tp)": frame.tp.astype(int),

@@ -121,7 +121,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from budgetlab._checks import flag, int_at_least, number_in
+from budgetlab._checks import finite_array, flag, int_at_least, number_in
 from budgetlab.cost.presets import GPU_PROFILE, TYPICAL
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import ConfigError, ParameterError
@@ -609,12 +609,10 @@ class CalibratedCost:
         context_tokens : int or array_like of int
             Tokens of the same request already in the KV cache [tokens], >= 0.
         """
-        tokens = np.asarray(num_tokens, dtype=float)
-        context = np.asarray(context_tokens, dtype=float)
-        if np.any(tokens < 0) or np.any(np.isnan(tokens)):
-            raise ValueError("num_tokens must be >= 0")
-        if np.any(context < 0) or np.any(np.isnan(context)):
-            raise ValueError("context_tokens must be >= 0")
+        tokens = finite_array("num_tokens", num_tokens, what="finite numbers of tokens >= 0", low=0.0, error=ValueError)
+        context = finite_array(
+            "context_tokens", context_tokens, what="finite numbers of tokens >= 0", low=0.0, error=ValueError
+        )
         tokens, context = np.broadcast_arrays(tokens, context)
         pairs = tokens * context + tokens * (tokens + 1.0) / 2.0
         time_s = self._time_s(tokens, pairs, context, self._weight_read_s(tokens))

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike
 
+from budgetlab._checks import number_array
 from budgetlab.cost.protocol import CostModel, hardware_of, model_of
 from budgetlab.cost.roofline import IdealCost
 from budgetlab.errors import NoBudgetMeetsTargetError, ParameterError
@@ -57,7 +58,8 @@ def budget_for_step_time(cost: CostModel, target_s: ArrayLike) -> np.ndarray | i
         When a target is below a one-token step (the weight read, or a constant step): no
         budget meets it. The message gives the shortest step and how to shorten it.
     ParameterError
-        When ``cost`` has no ``batch_time_s`` or a target is NaN or infinite.
+        When ``cost`` has no ``batch_time_s``, or a target is not a number (a bool, a string,
+        ``None``), NaN or infinite.
 
     Examples
     --------
@@ -72,7 +74,7 @@ def budget_for_step_time(cost: CostModel, target_s: ArrayLike) -> np.ndarray | i
             "cost must be a step-cost model with batch_time_s(batch) (IdealCost, ConstantCost, "
             f"CalibratedCost or your own), got {cost!r}"
         )
-    target = np.asarray(target_s, dtype=float)
+    target = number_array("target_s", target_s, what="finite step times in seconds")
     if np.any(~np.isfinite(target)):
         raise ParameterError(f"target_s must be finite step times in seconds, got {np.asarray(target_s).tolist()!r}")
     if isinstance(cost, IdealCost):

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike
 
-from budgetlab._checks import number_in
+from budgetlab._checks import finite_array, number_in
 from budgetlab.display import html_table, one_line
 from budgetlab.specs import Batch, HardwareSpec, ModelSpec
 from budgetlab.text import fmt_latency
@@ -32,6 +32,11 @@ if TYPE_CHECKING:
     from budgetlab.cost.protocol import CostModel
 
 __all__ = ["IdealCost", "ConstantCost", "knee_tokens", "shortest_step_s"]
+
+
+_TOKENS = "finite numbers of tokens >= 0"
+"""What ``step_time_s`` accepts as ``num_tokens``: the curve is continuous (a knee at 295.3
+tokens is a point on it), but NaN, infinities, bools, strings and ``None`` are refused."""
 
 
 @dataclass(frozen=True)
@@ -95,9 +100,7 @@ class IdealCost:
         num_tokens : int or array_like of int
             Tokens in the step [tokens], >= 0. A step of 0 tokens is not run (0 s).
         """
-        tokens = np.asarray(num_tokens, dtype=float)
-        if not np.all(tokens >= 0):  # NaN too
-            raise ValueError("num_tokens must be >= 0")
+        tokens = finite_array("num_tokens", num_tokens, what=_TOKENS, low=0.0, error=ValueError)
         time_s = np.where(tokens > 0, np.maximum(self.weight_read_s, tokens * self.per_token_s), 0.0)
         return float(time_s) if time_s.ndim == 0 else time_s
 
@@ -151,9 +154,7 @@ class ConstantCost:
         num_tokens : int or array_like of int
             Tokens in the step [tokens], >= 0.
         """
-        tokens = np.asarray(num_tokens, dtype=float)
-        if not np.all(tokens >= 0):  # NaN too
-            raise ValueError("num_tokens must be >= 0")
+        tokens = finite_array("num_tokens", num_tokens, what=_TOKENS, low=0.0, error=ValueError)
         time_s = np.where(tokens > 0, float(self.duration_s), 0.0)
         return float(time_s) if time_s.ndim == 0 else time_s
 

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from budgetlab._checks import int_at_least, whole_array
 from budgetlab.cost.calibrated import CalibratedCost
 from budgetlab.cost.roofline import IdealCost, knee_tokens
 from budgetlab.memory import weight_bytes_per_gpu, weights_fit
@@ -51,6 +52,7 @@ def hardware_comparison(
         ``weights_fit`` (the weights fit in the GPU's memory: :func:`budgetlab.memory.weights_fit`),
         and ``step_<n>_s`` for each mark [s].
     """
+    marks = _token_marks(token_marks)
     rows = []
     for hardware in hardware_specs:
         cost = IdealCost(hardware, model)
@@ -62,10 +64,19 @@ def hardware_comparison(
             "knee_tokens": knee_tokens(cost),
             "weights_fit": weights_fit(hardware, model),
         }
-        for mark in token_marks:
-            row[f"step_{int(mark)}_s"] = float(cost.step_time_s(int(mark)))
+        for mark in marks:
+            row[f"step_{mark}_s"] = float(cost.step_time_s(mark))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _token_marks(token_marks: Sequence[int]) -> list[int]:
+    """``token_marks`` as a list of ints >= 1; else :class:`~budgetlab.errors.ParameterError`."""
+    if len(token_marks) == 0:
+        return []
+    return [
+        int(mark) for mark in whole_array("token_marks", list(token_marks), 1, what="a sequence of ints >= 1 [tokens]")
+    ]
 
 
 def tile_cliffs(cost: CalibratedCost, *, max_tokens: int) -> pd.DataFrame:
@@ -92,7 +103,10 @@ def tile_cliffs(cost: CalibratedCost, *, max_tokens: int) -> pd.DataFrame:
     ------
     ValueError
         When ``cost`` has no GEMM tile (``tile_tokens`` unset).
+    ParameterError
+        When ``max_tokens`` is not an int >= 1.
     """
+    int_at_least("max_tokens", max_tokens, 1, what="an int >= 1 [tokens]")
     tile = cost.tile_tokens
     if not tile:
         raise ValueError(
@@ -143,24 +157,26 @@ def tensor_parallel_speedups(
         the GPUs), and for each mark ``step_<n>_s``, ``all_reduce_<n>_s`` [s] and ``speedup_<n>``
         (the smallest degree's step time over this one's) [-].
     """
+    degrees = [int_at_least(f"tp_degrees[{i}]", tp, 1, what="an int >= 1 [GPUs]") for i, tp in enumerate(tp_degrees)]
+    marks = _token_marks(token_marks)
     rows = []
-    for tp in tp_degrees:
-        cost = CalibratedCost.typical(hardware, model, tp=int(tp))
+    for tp in degrees:
+        cost = CalibratedCost.typical(hardware, model, tp=tp)
         row: dict[str, int | float | bool] = {
-            "tp": int(tp),
-            "weight_bytes_per_gpu": weight_bytes_per_gpu(model, tp=int(tp)),
-            "weights_fit": weights_fit(hardware, model, tp=int(tp)),
+            "tp": tp,
+            "weight_bytes_per_gpu": weight_bytes_per_gpu(model, tp=tp),
+            "weights_fit": weights_fit(hardware, model, tp=tp),
             "weight_read_s": cost.weight_read_s,
             "per_token_s": cost.per_token_s,
         }
-        for mark in token_marks:
-            row[f"step_{int(mark)}_s"] = float(cost.step_time_s(int(mark)))
-            row[f"all_reduce_{int(mark)}_s"] = float(cost.all_reduce_s(int(mark)))
+        for mark in marks:
+            row[f"step_{mark}_s"] = float(cost.step_time_s(mark))
+            row[f"all_reduce_{mark}_s"] = float(cost.all_reduce_s(mark))
         rows.append(row)
     frame = pd.DataFrame(rows)
     baseline = frame.tp.idxmin()
-    for mark in token_marks:
-        step = frame[f"step_{int(mark)}_s"]
+    for mark in marks:
+        step = frame[f"step_{mark}_s"]
         frame[f"speedup_{int(mark)}"] = step[baseline] / step
     return frame
 
@@ -185,8 +201,13 @@ def moe_step_costs(cost: CalibratedCost, tokens: Sequence[int]) -> pd.DataFrame:
         ``tokens``, ``expected_experts`` (distinct experts touched per layer), ``num_experts``,
         ``weight_bytes`` (all GPUs) and ``weight_bytes_per_gpu`` [bytes], ``step_time_s`` and
         ``dense_step_time_s`` [s], ``tp``.
+
+    Raises
+    ------
+    ParameterError
+        A token count that is not a whole number >= 0.
     """
-    counts = np.asarray(tokens, dtype=np.int64)
+    counts = whole_array("tokens", tokens, 0, what="whole numbers of tokens >= 0")
     dense = cost.with_(moe=False)
     return pd.DataFrame(
         {

@@ -82,6 +82,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from budgetlab._checks import int_at_least
+from budgetlab.errors import ParameterError
 from budgetlab.memory.sizes import activation_dtype_bytes, check_tp
 from budgetlab.specs import EngineConfig, ModelSpec
 
@@ -213,9 +215,15 @@ def activation_peak(
     Raises
     ------
     ParameterError
-        A ``tensor_parallel_size`` that does not divide the attention heads.
+        A ``tensor_parallel_size`` that does not divide the attention heads, or a ``stage``
+        that is neither None nor an int in ``[0, pipeline_parallel_size)``.
     """
     tp = check_tp(model, engine.tensor_parallel_size)
+    pp = engine.pipeline_parallel_size
+    if stage is not None:
+        what = f"None or an int in [0, pipeline_parallel_size = {pp}) (the pipeline stage)"
+        if int_at_least("stage", stage, 0, what=what) >= pp:
+            raise ParameterError(f"stage must be {what}, got {stage!r}")
     a_bytes = activation_dtype_bytes(model, engine.dtype)
     tokens = float(engine.max_num_batched_tokens)
     sequences = float(min(engine.max_num_seqs, engine.max_num_batched_tokens))
@@ -230,7 +238,6 @@ def activation_peak(
         + c.bytes_per_logit * sequences * model.vocab_size
         + c.sampler_fixed_bytes
     )
-    pp = engine.pipeline_parallel_size
     last = stage is None or stage == pp - 1
     buffers = 2.0 * tokens * model.hidden_size * a_bytes if pp > 1 else 0.0
     return ActivationPeak(

@@ -13,9 +13,11 @@ Reading guide, one concept per module:
 * :mod:`~budgetlab.workload.sharing` -- workloads that share tokens (``Request.prefix_id`` /
   ``prefix_tokens``): :func:`system_prompt_workload`, :func:`multi_turn_workload` and their
   sweepable :class:`SystemPromptWorkload` and :class:`MultiTurnWorkload`;
-* :mod:`~budgetlab.workload.traces` -- :func:`load_trace` (every cell checked; optional
-  :data:`PREFIX_COLUMNS`) and :class:`TraceWorkload`;
-* :mod:`~budgetlab.workload.frames` -- :func:`trace_stats` and the DataFrame round trips
+* :mod:`~budgetlab.workload.traces` -- :func:`load_trace` (every cell checked, whole columns at
+  once; optional :data:`PREFIX_COLUMNS`) and :class:`TraceWorkload`; the cell-by-cell reader
+  that names the first bad cell is :mod:`~budgetlab.workload.trace_cells`;
+* :mod:`~budgetlab.workload.frames` -- :class:`RequestColumns` (requests as arrays, what
+  :func:`load_trace` returns), :func:`trace_stats` and the DataFrame round trips
   (:data:`REQUEST_COLUMNS`, optional :data:`PRIORITY_COLUMN`, :data:`PREFIX_ID_COLUMN`,
   :data:`PREFIX_TOKENS_COLUMN`).
 
@@ -46,6 +48,7 @@ from budgetlab.workload.frames import (
     PREFIX_TOKENS_COLUMN,
     PRIORITY_COLUMN,
     REQUEST_COLUMNS,
+    RequestColumns,
     mean_total_tokens,
     requests_from_frame,
     requests_to_frame,
@@ -123,6 +126,7 @@ __all__ = [
     "PREFIX_ID_COLUMN",
     "PREFIX_TOKENS_COLUMN",
     "trace_stats",
+    "RequestColumns",
     "requests_to_frame",
     "requests_from_frame",
     # what the experiments need of any workload

@@ -9,18 +9,24 @@ have their own columns (``budgetlab.simulator.RESULT_COLUMNS``). :func:`trace_st
 headline numbers of a list of requests, :func:`workload_stats` those of a sweepable workload
 (what notebooks 07 and 08 tabulate), and :func:`mean_total_tokens` /
 :func:`mean_lengths_tokens` the mean lengths the sweepable workloads and the tuner use.
+
+:class:`RequestColumns` is a sequence of requests held as aligned arrays (what
+:func:`~budgetlab.workload.load_trace` returns): a :class:`~budgetlab.specs.Request` is built
+only when one is asked for, and every function here reads the arrays directly.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 import pandas as pd
 
 from budgetlab._checks import is_int
+from budgetlab.errors import ParameterError
 from budgetlab.specs import Request
 
 if TYPE_CHECKING:  # the package imports this module
@@ -31,6 +37,7 @@ __all__ = [
     "PRIORITY_COLUMN",
     "PREFIX_ID_COLUMN",
     "PREFIX_TOKENS_COLUMN",
+    "RequestColumns",
     "trace_stats",
     "workload_stats",
     "WORKLOAD_STATS",
@@ -55,6 +62,186 @@ PREFIX_TOKENS_COLUMN = "prefix_tokens"
 """The optional column of an input table holding ``Request.prefix_tokens`` [tokens] (0 when
 absent, and where the row's prefix id is None and the cell NaN)."""
 
+_TOLERANCE = 1e-9  # relative: origin_s + offset_s may differ from arrival_at_s by float rounding
+
+
+@dataclass(frozen=True, eq=False)
+class RequestColumns(Sequence[Request]):
+    """Requests as aligned columns: request ``i`` has ``request_id`` ``i`` and priority 0.
+
+    A sequence of :class:`~budgetlab.specs.Request` (``len``, indexing, iteration and ``==``
+    with a list of requests behave as on a list), but it holds arrays, so a million requests
+    cost 24 bytes each instead of a Python object each; a ``Request`` is built only when one is
+    indexed or iterated over (a slice is a list of them). :func:`trace_stats`,
+    :func:`requests_to_frame` and :func:`mean_total_tokens` read the arrays directly.
+
+    Attributes
+    ----------
+    arrival_at_s : numpy.ndarray of float64
+        Arrival instants [s], finite and >= 0 (not necessarily sorted), read-only.
+    prompt_tokens, output_tokens : numpy.ndarray of int64
+        Lengths [tokens], >= 1, read-only.
+    prefix_id : tuple or None
+        Each request's ``Request.prefix_id`` (int, str or None), or None: none shares anything.
+    prefix_tokens : numpy.ndarray of int64 or None
+        Each request's ``Request.prefix_tokens`` [tokens]; given with ``prefix_id`` or not at all.
+    origin_s : float
+        The instant the offsets count from [s]; NaN (default): the first arrival (0 when
+        there is none).
+    offset_s : numpy.ndarray of float64
+        Each arrival minus ``origin_s`` [s], read-only; empty (default): computed from
+        ``arrival_at_s``.
+        :func:`~budgetlab.workload.load_trace` computes them from the trace's text, so an
+        arrival in epoch seconds (1.7e12 with microseconds) keeps its digits here although
+        ``arrival_at_s``, a float64, rounds it to 0.25 ms (1.7e15: to 0.25 s).
+
+    Raises
+    ------
+    ParameterError
+        Columns of different lengths, or a value a ``Request`` would refuse (the message
+        names the first such request).
+    """
+
+    arrival_at_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    prefix_id: tuple[int | str | None, ...] | None = None
+    prefix_tokens: np.ndarray | None = None
+    origin_s: float = math.nan
+    offset_s: np.ndarray = field(default_factory=lambda: np.empty(0))
+
+    def __post_init__(self) -> None:
+        arrivals = _column(self.arrival_at_s, float, "arrival_at_s")
+        n = arrivals.size
+        prompts = _column(self.prompt_tokens, float, "prompt_tokens")
+        outputs = _column(self.output_tokens, float, "output_tokens")
+        if prompts.size != n or outputs.size != n:
+            raise ParameterError("arrival_at_s, prompt_tokens and output_tokens must be 1-D and equally long")
+        bad = ~(np.isfinite(arrivals) & (arrivals >= 0) & _whole(prompts, low=1) & _whole(outputs, low=1))
+        ids, shared = self.prefix_id, self.prefix_tokens
+        if ids is None and shared is None:
+            _refuse(bad, arrivals, prompts, outputs, None, None)
+        elif ids is None or shared is None:
+            raise ParameterError("give prefix_id and prefix_tokens together, or neither")
+        else:
+            ids = tuple(int(k) if isinstance(k, np.integer) else k for k in ids)
+            shared = _column(shared, float, "prefix_tokens")
+            if len(ids) != n or shared.size != n:
+                raise ParameterError(f"prefix_id and prefix_tokens must hold {n} entries, one per request")
+            none = np.array([k is None for k in ids], dtype=bool)
+            kinds = none | np.array([isinstance(k, int | str) and not isinstance(k, bool) for k in ids], dtype=bool)
+            bad |= ~kinds | ~_whole(shared, low=0) | (shared > prompts + outputs) | ((shared > 0) & none)
+            _refuse(bad, arrivals, prompts, outputs, ids, shared)
+            shared = self._read_only(shared.astype(np.int64))
+        origin = (float(arrivals[0]) if n else 0.0) if math.isnan(self.origin_s) else float(self.origin_s)
+        given = _column(self.offset_s, float, "offset_s")
+        offsets = arrivals - origin if given.size == 0 else given
+        if offsets.size != n or not np.isfinite(origin) or not np.isfinite(offsets).all():
+            raise ParameterError("offset_s must hold arrival_at_s - origin_s [s], one finite number per request")
+        if (np.abs(origin + offsets - arrivals) > _TOLERANCE * np.maximum(np.abs(arrivals), 1.0)).any():
+            raise ParameterError("offset_s must hold arrival_at_s - origin_s [s]: origin_s + offset_s differs")
+        for name, value in (
+            ("arrival_at_s", arrivals),
+            ("prompt_tokens", prompts.astype(np.int64)),
+            ("output_tokens", outputs.astype(np.int64)),
+            ("offset_s", offsets),
+        ):
+            self._set(name, value)
+        object.__setattr__(self, "origin_s", origin)
+        object.__setattr__(self, "prefix_id", ids)
+        object.__setattr__(self, "prefix_tokens", shared)
+
+    @staticmethod
+    def _read_only(array: np.ndarray) -> np.ndarray:
+        array.setflags(write=False)
+        return array
+
+    def _set(self, name: str, array: np.ndarray) -> None:
+        object.__setattr__(self, name, self._read_only(array))
+
+    def __len__(self) -> int:
+        return int(self.arrival_at_s.size)
+
+    @overload
+    def __getitem__(self, index: int) -> Request: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Request]: ...
+
+    def __getitem__(self, index: int | slice) -> Request | list[Request]:
+        """The request at ``index`` (a new ``Request``), or a list of those of a slice."""
+        if isinstance(index, slice):
+            return [self._request(i) for i in range(*index.indices(len(self)))]
+        if not is_int(index):
+            raise TypeError(f"RequestColumns indices must be integers or slices, not {type(index).__name__}")
+        position = int(index) + len(self) if int(index) < 0 else int(index)
+        if not 0 <= position < len(self):
+            raise IndexError(f"request index {index} out of range for {len(self)} requests")
+        return self._request(position)
+
+    def _request(self, i: int) -> Request:
+        arrival, prompt, output = float(self.arrival_at_s[i]), int(self.prompt_tokens[i]), int(self.output_tokens[i])
+        if self.prefix_id is None or self.prefix_tokens is None:
+            return Request(i, arrival, prompt, output)
+        shared = int(self.prefix_tokens[i])
+        return Request(i, arrival, prompt, output, prefix_id=self.prefix_id[i], prefix_tokens=shared)
+
+    def __iter__(self) -> Iterator[Request]:
+        columns = zip(self.arrival_at_s.tolist(), self.prompt_tokens.tolist(), self.output_tokens.tolist())
+        if self.prefix_id is None or self.prefix_tokens is None:
+            for i, (t, p, o) in enumerate(columns):
+                yield Request(i, t, p, o)
+            return
+        prefixes = zip(self.prefix_id, self.prefix_tokens.tolist())
+        for i, ((t, p, o), (k, s)) in enumerate(zip(columns, prefixes)):
+            yield Request(i, t, p, o, prefix_id=k, prefix_tokens=s)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to another ``RequestColumns`` with the same columns, or to a list or tuple of
+        the requests it holds (compared one by one)."""
+        if isinstance(other, RequestColumns):
+            return self.to_frame().equals(other.to_frame())
+        if isinstance(other, list | tuple):
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking like a list: not hashable
+
+    def __repr__(self) -> str:
+        prefixes = "" if self.prefix_id is None else ", with prefix ids"
+        return f"RequestColumns({len(self)} requests{prefixes}, origin_s={self.origin_s!r})"
+
+    def to_frame(self) -> pd.DataFrame:
+        """:func:`requests_to_frame` of these requests, built from the arrays."""
+        frame = pd.DataFrame(
+            {
+                "request_id": np.arange(len(self), dtype=np.int64),
+                "arrival_at_s": self.arrival_at_s.copy(),
+                "prompt_tokens": self.prompt_tokens.copy(),
+                "output_tokens": self.output_tokens.copy(),
+            }
+        )
+        if self.prefix_id is not None and self.prefix_tokens is not None and any(k is not None for k in self.prefix_id):
+            frame[PREFIX_ID_COLUMN] = pd.Series(self.prefix_id, dtype=object)
+            frame[PREFIX_TOKENS_COLUMN] = self.prefix_tokens.copy()
+        return frame
+
+
+def _column(values: object, dtype: type, name: str) -> np.ndarray:
+    """``values`` as a fresh 1-D array of ``dtype``."""
+    try:
+        array: np.ndarray = np.array(values, dtype=dtype)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be a 1-D array of numbers") from None
+    if array.ndim != 1:
+        raise ParameterError(f"{name} must be a 1-D array of numbers, got shape {array.shape}")
+    return array
+
+
+def _whole(values: np.ndarray, *, low: int) -> np.ndarray:
+    """Where ``values`` are whole numbers >= ``low`` (and exact as float64)."""
+    return np.isfinite(values) & (values == np.floor(values)) & (values >= low) & (values <= 2.0**53)
+
 
 def trace_stats(requests: Sequence[Request]) -> dict[str, float | int]:
     """Headline numbers of a workload, for notebooks and sanity checks.
@@ -62,7 +249,8 @@ def trace_stats(requests: Sequence[Request]) -> dict[str, float | int]:
     Parameters
     ----------
     requests : sequence of Request
-        At least one.
+        At least one; a :class:`RequestColumns` is read as arrays (its exact ``offset_s``
+        give the duration and the gaps).
 
     Returns
     -------
@@ -87,11 +275,13 @@ def trace_stats(requests: Sequence[Request]) -> dict[str, float | int]:
     """
     if len(requests) == 0:
         raise ValueError("trace_stats needs at least one request")
-    arrivals = np.sort(np.array([r.arrival_at_s for r in requests], dtype=float))
-    prompts = np.array([r.prompt_tokens for r in requests], dtype=float)
-    outputs = np.array([r.output_tokens for r in requests], dtype=float)
-    duration = float(arrivals[-1] - arrivals[0])
-    gaps = np.diff(arrivals)
+    columns = _as_columns(requests)
+    order = np.argsort(columns.offset_s, kind="stable")
+    offsets = columns.offset_s[order]  # exact even for arrivals in epoch seconds
+    prompts = columns.prompt_tokens.astype(float)
+    outputs = columns.output_tokens.astype(float)
+    duration = float(offsets[-1] - offsets[0])
+    gaps = np.diff(offsets)
     rate = (len(requests) - 1) / duration if duration > 0 else math.nan
     mean_gap = float(gaps.mean()) if gaps.size else 0.0
     cv = float(gaps.std() / mean_gap) if gaps.size >= 2 and mean_gap > 0 else math.nan
@@ -106,22 +296,41 @@ def trace_stats(requests: Sequence[Request]) -> dict[str, float | int]:
         stats[f"{name}_p50_tokens"] = float(p50)
         stats[f"{name}_p90_tokens"] = float(p90)
         stats[f"{name}_mean_tokens"] = float(values.mean())
-    stats["shared_prefix_fraction"] = _declared_shared_tokens(requests) / float(prompts.sum())
+    stats["shared_prefix_fraction"] = _declared_shared_tokens(columns, order) / float(prompts.sum())
     return stats
 
 
-def _declared_shared_tokens(requests: Sequence[Request]) -> int:
-    """Prompt tokens whose stream an earlier request of the same prefix id declared [tokens]."""
-    order = sorted(range(len(requests)), key=lambda i: requests[i].arrival_at_s)  # stable
+def _as_columns(requests: Sequence[Request]) -> RequestColumns:
+    """``requests`` as columns: itself when it is a :class:`RequestColumns`."""
+    if isinstance(requests, RequestColumns):
+        return requests
+    prefix_ids = [r.prefix_id for r in requests]
+    has_prefix = any(k is not None for k in prefix_ids)
+    return RequestColumns(
+        np.array([r.arrival_at_s for r in requests], dtype=float),
+        np.array([r.prompt_tokens for r in requests], dtype=np.int64),
+        np.array([r.output_tokens for r in requests], dtype=np.int64),
+        prefix_id=tuple(prefix_ids) if has_prefix else None,
+        prefix_tokens=np.array([r.prefix_tokens for r in requests], dtype=np.int64) if has_prefix else None,
+        origin_s=0.0,  # offsets are the arrivals themselves, as trace_stats always took them
+    )
+
+
+def _declared_shared_tokens(columns: RequestColumns, order: np.ndarray) -> int:
+    """Prompt tokens whose stream an earlier request of the same prefix id declared [tokens];
+    ``order`` lists the requests by arrival (ties in input order)."""
+    if columns.prefix_id is None or columns.prefix_tokens is None:
+        return 0
+    ids, prompts, streams = columns.prefix_id, columns.prompt_tokens.tolist(), columns.prefix_tokens.tolist()
     longest: dict[int | str, int] = {}  # per prefix id, the longest stream declared so far
     shared = 0
-    for i in order:
-        request = requests[i]
-        if request.prefix_id is None:
+    for i in order.tolist():
+        prefix_id = ids[i]
+        if prefix_id is None:
             continue
-        before = longest.get(request.prefix_id, 0)
-        shared += min(request.prompt_tokens, request.prefix_tokens, before)
-        longest[request.prefix_id] = max(before, request.prefix_tokens)
+        before = longest.get(prefix_id, 0)
+        shared += min(prompts[i], streams[i], before)
+        longest[prefix_id] = max(before, streams[i])
     return shared
 
 
@@ -182,6 +391,8 @@ def requests_to_frame(requests: Iterable[Request]) -> pd.DataFrame:
     has a priority other than 0 (so a default-priority workload keeps the four columns), and
     ``prefix_id`` (object: int, str or None) and ``prefix_tokens`` (int64) [tokens] when some
     request has a ``prefix_id``."""
+    if isinstance(requests, RequestColumns):
+        return requests.to_frame()
     requests = list(requests)
     rows = [(r.request_id, r.arrival_at_s, r.prompt_tokens, r.output_tokens) for r in requests]
     frame = pd.DataFrame(rows, columns=list(REQUEST_COLUMNS))
@@ -275,6 +486,8 @@ def _plain_int(value: object) -> object:
 
 def mean_total_tokens(requests: Sequence[Request]) -> float:
     """Mean prompt + output length [tokens]."""
+    if isinstance(requests, RequestColumns):
+        return float(np.mean(requests.prompt_tokens + requests.output_tokens))
     return float(np.mean([r.prompt_tokens + r.output_tokens for r in requests]))
 
 
@@ -287,3 +500,27 @@ def mean_lengths_tokens(requests: Sequence[Request]) -> tuple[int, int]:
 def fixed_lengths_label(prompt_tokens: int, output_tokens: int) -> str:
     """Table label of a fixed-length twin: ``"fixed lengths (1,234 + 345 tokens)"``."""
     return f"fixed lengths ({prompt_tokens:,} + {output_tokens:,} tokens)"
+
+
+def _refuse(
+    bad: np.ndarray,
+    arrivals: np.ndarray,
+    prompts: np.ndarray,
+    outputs: np.ndarray,
+    ids: tuple[int | str | None, ...] | None,
+    shared: np.ndarray | None,
+) -> None:
+    """Raise, with the message ``Request`` gives, for the first request where ``bad`` holds."""
+    if not bad.any():
+        return
+    i = int(np.argmax(bad))
+    count = f" ({int(bad.sum())} request(s) in all)"
+    row = (arrivals[i].item(), _plain_int(prompts[i].item()), _plain_int(outputs[i].item()))
+    prefix = (
+        {} if ids is None or shared is None else {"prefix_id": ids[i], "prefix_tokens": _plain_int(shared[i].item())}
+    )
+    try:  # Request names what is wrong, in the words of every other check
+        Request(i, *row, **prefix)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ParameterError(f"{exc}{count}") from None
+    raise ParameterError(f"request {i}: a token count above 2**53 is not exact as a float{count}")

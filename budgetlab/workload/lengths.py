@@ -190,10 +190,16 @@ class Empirical:
 
 
 def whole_numbers(name: str, values: object) -> np.ndarray:
-    """A 1-D int64 array of the values, each a whole number >= 1 (integral floats accepted)."""
+    """A 1-D int64 array of the values, each a whole number >= 1 (integral floats accepted; a
+    bool is refused with ``TypeError``)."""
     if isinstance(values, (str, bytes)):
         raise TypeError(f"{name} must be a sequence of ints, got {values!r}")
-    array = np.asarray(values if isinstance(values, np.ndarray) else list(values))  # type: ignore[call-overload]
+    listed = values if isinstance(values, np.ndarray) else list(values)  # type: ignore[call-overload]
+    if not isinstance(listed, np.ndarray):  # NumPy reads [True, 3] as the ints [1, 3]
+        flags = [i for i, v in enumerate(listed) if isinstance(v, (bool, np.bool_))]
+        if flags:
+            raise TypeError(f"{name}[{flags[0]}] must be a whole number of tokens, got {listed[flags[0]]!r}")
+    array = np.asarray(listed)
     if array.ndim != 1 or array.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-D sequence of ints, got shape {array.shape}")
     if array.dtype.kind == "f":
@@ -213,9 +219,14 @@ def whole_numbers(name: str, values: object) -> np.ndarray:
 
 
 def as_distribution(name: str, value: object) -> LengthDistribution:
-    """``value`` as a length distribution: an int means :class:`Fixed`; else ``TypeError``."""
+    """``value`` as a length distribution: an int means :class:`Fixed`; else ``TypeError``
+    (``ValueError`` naming ``name`` for an int below 1)."""
     if is_int(value):
-        return Fixed(int(value))  # type: ignore[call-overload]  # is_int: an Integral
+        return Fixed(
+            int_at_least(
+                name, value, 1, what="an int >= 1 [tokens] (Fixed.tokens) or a length distribution", **PLAIN_ERRORS
+            )
+        )
     if not isinstance(value, LengthDistribution):
         raise TypeError(
             f"{name} must be a length distribution (Fixed, Uniform, LogNormal, Empirical or "

@@ -1,19 +1,26 @@
-"""Recorded traces: validated trace CSVs as requests, and a trace replayed at any offered load.
+"""Recorded traces: validated trace CSVs as request columns, and a trace replayed at any load.
 
 :func:`load_trace` reads a Splitwise/Vidur or Azure LLM-inference trace CSV, checking every cell
-(the message names the file, line and column of the first bad one), into a list of
-:class:`~budgetlab.specs.Request`. :class:`TraceWorkload` holds a trace once and replays it at any
-offered load by scaling its time axis (what :func:`budgetlab.sweep` and :func:`budgetlab.capacity`
-take).
+(the message names the file, line and column of the first bad one), into a
+:class:`~budgetlab.workload.frames.RequestColumns`: a sequence of
+:class:`~budgetlab.specs.Request` held as arrays. :class:`TraceWorkload` holds a trace once and
+replays it at any offered load by scaling its time axis (what :func:`budgetlab.sweep` and
+:func:`budgetlab.capacity` take).
+
+A valid trace is read as numbers in one pass of pandas' C reader and checked column by column
+(1 M rows in well under a second); a trace that fails any check there is read again cell by cell
+as text (:mod:`budgetlab.workload.trace_cells`), which names the first bad cell. Arrival offsets
+from the first request are exact even for instants in epoch seconds (``1.7e15`` with
+microseconds): above :data:`~budgetlab.workload.trace_cells.EXACT_BELOW_S` they come from the
+text's digits, not from the float64 instants.
 """
 
 from __future__ import annotations
 
 import csv
 import os
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 
@@ -23,220 +30,142 @@ import pandas as pd
 from budgetlab._checks import PLAIN_ERRORS, finite_number, int_at_least, positive_rate, random_seed
 from budgetlab.errors import ParameterError, TraceFormatError
 from budgetlab.specs import Request
-from budgetlab.workload.frames import PREFIX_ID_COLUMN, PREFIX_TOKENS_COLUMN, fixed_lengths_label, mean_lengths_tokens
+from budgetlab.workload.frames import RequestColumns, fixed_lengths_label, mean_lengths_tokens
+from budgetlab.workload.trace_cells import (
+    AZURE_COLUMNS,
+    EXACT_BELOW_S,
+    MAX_ARRIVAL_S,
+    PREFIX_COLUMNS,
+    SPLITWISE_COLUMNS,
+    ParsedTrace,
+    check_prefix_pair,
+    checked_columns,
+    decimal_offsets,
+    detect_format,
+    parse_prefixes,
+    read_csv_whole,
+    read_header,
+    text_cells,
+)
 
 __all__ = ["SPLITWISE_COLUMNS", "AZURE_COLUMNS", "PREFIX_COLUMNS", "load_trace", "TraceWorkload"]
 
-SPLITWISE_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
-"""Splitwise/Vidur trace columns: arrival [s], prompt [tokens], output [tokens]."""
-
-AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
-"""Azure LLM inference trace columns: datetime string, prompt [tokens], output [tokens]."""
-
-PREFIX_COLUMNS = (PREFIX_ID_COLUMN, PREFIX_TOKENS_COLUMN)
-"""Optional trace columns, in either format: ``prefix_id`` (text naming a shared token stream;
-empty: none) and ``prefix_tokens`` (how many leading tokens are that stream [tokens])."""
-
-_FORMATS = {"Splitwise/Vidur": SPLITWISE_COLUMNS, "Azure": AZURE_COLUMNS}
-_PARSER_LINE_RE = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+_MAX_TOKENS = 2.0**53  # whole numbers above this are not exact as floats
 
 
-class _Lines:
-    """Exact 1-based file line numbers (header = line 1) of a trace's data rows, for messages."""
-
-    def __init__(self, path: Path, frame: pd.DataFrame) -> None:
-        self.path = path
-        self.frame = frame
-
-    def line(self, position: int) -> int:
-        """Line where data row ``position`` (0-based, blank lines included) starts.
-
-        That is ``position + 2`` unless an earlier cell holds a quoted line break; those are
-        counted only here, when a message needs the number.
-        """
-        before = self.frame.iloc[:position]
-        breaks = sum(int(before[col].str.count("\n").sum()) for col in before.columns)
-        return position + 2 + breaks
-
-    def error(self, position: int, column: str, problem: str) -> TraceFormatError:
-        return TraceFormatError(f"{self.path}, line {self.line(position)}, column {column!r}: {problem}")
-
-
-def _first(mask: np.ndarray) -> int | None:
-    """Index of the first True, or None."""
-    if mask.size and mask.any():
-        return int(np.argmax(mask))
-    return None
-
-
-_MAX_TOKENS = 2**53  # whole numbers above this are not exact as floats
-
-
-def _parse_tokens(raw: np.ndarray, what: str) -> tuple[np.ndarray, int | None, str]:
-    """Token counts of one column of stripped strings, the first bad row (or None), its problem."""
-    numbers = pd.to_numeric(pd.Series(raw, dtype=object), errors="coerce").to_numpy(dtype=float)
-    finite = np.isfinite(numbers)
-    whole = finite & (numbers == np.round(numbers))
-    good = whole & (numbers >= 1) & (numbers <= _MAX_TOKENS)
-    bad = _first(~good)
-    if bad is None:
-        return numbers.astype(np.int64), None, ""
-    text = raw[bad]
-    if text == "":
-        problem = f"is empty; every row needs its {what} length in tokens"
-    elif not finite[bad]:
-        problem = f"expected a whole number of tokens, got {text!r}"
-    elif not whole[bad]:
-        problem = f"expected a whole number of tokens, got the fraction {text!r}"
-    elif what == "output" and numbers[bad] == 0:
-        problem = (
-            f"got {text!r}: every request generates at least its first token, so the output "
-            "length must be >= 1; remove or fix such rows before loading (nothing is dropped "
-            "silently)"
-        )
-    elif numbers[bad] > _MAX_TOKENS:
-        problem = f"{text!r} tokens is implausibly large (more than 2**53)"
-    else:
-        problem = f"expected a whole number of tokens >= 1, got {text!r}"
-    return numbers, bad, problem
-
-
-def _parse_seconds(raw: np.ndarray) -> tuple[np.ndarray, int | None, str]:
-    """Splitwise ``arrived_at``: finite numbers of seconds >= 0."""
-    numbers = pd.to_numeric(pd.Series(raw, dtype=object), errors="coerce").to_numpy(dtype=float)
-    good = np.isfinite(numbers) & (numbers >= 0)
-    bad = _first(~good)
-    if bad is None:
-        return numbers, None, ""
-    text = raw[bad]
-    if text == "":
-        problem = "is empty; every row needs its arrival time in seconds"
-    elif not np.isfinite(numbers[bad]):
-        problem = f"expected a finite number of seconds, got {text!r}"
-    else:
-        problem = f"expected a number of seconds >= 0, got {text!r}"
-    return numbers, bad, problem
-
-
-_INT_TEXT_RE = re.compile(r"[+-]?\d+")
-
-
-def _parse_prefixes(
-    raw_ids: np.ndarray, raw_tokens: np.ndarray, totals: np.ndarray
-) -> tuple[list[int | str | None], np.ndarray, int | None, str]:
-    """``prefix_id`` and ``prefix_tokens`` cells: the ids (None where empty; an int where the
-    text is an integer such as ``42``; any other text as it is), the token counts (0 where
-    empty), and the first bad ``prefix_tokens`` row (or None) and its problem. ``totals`` is
-    each row's prompt + output [tokens] (NaN where they did not parse)."""
-    ids: list[int | str | None] = [
-        None if text == "" else int(text) if _INT_TEXT_RE.fullmatch(text) else text for text in raw_ids
-    ]
-    numbers = pd.to_numeric(pd.Series(raw_tokens, dtype=object), errors="coerce").to_numpy(dtype=float)
-    numbers = np.where(raw_tokens == "", 0.0, numbers)  # an empty cell: nothing shared
-    whole = np.isfinite(numbers) & (numbers == np.round(numbers)) & (numbers >= 0)
-    over = whole & (numbers > totals)  # False where the total is NaN
-    orphan = whole & (numbers > 0) & (raw_ids == "")
-    tokens_bad = _first(~whole | over | orphan)
-    tokens_problem = ""
-    if tokens_bad is not None:
-        text = raw_tokens[tokens_bad]
-        if not whole[tokens_bad]:
-            tokens_problem = f"expected a whole number of tokens >= 0 (or an empty cell), got {text!r}"
-        elif over[tokens_bad]:
-            tokens_problem = (
-                f"{text!r} shared tokens is more than the request's prompt + output ({int(totals[tokens_bad])} tokens)"
-            )
-        else:
-            tokens_problem = f"{text!r} shared tokens but no prefix_id on this row names what they share"
-    return ids, np.where(whole, numbers, 0).astype(np.int64), tokens_bad, tokens_problem
-
-
-def _parse_timestamps(raw: np.ndarray) -> tuple[np.ndarray, int | None, str]:
-    """Azure ``TIMESTAMP``: ISO-8601 datetime strings -> seconds since the first data row."""
-    stamps = pd.to_datetime(pd.Series(raw, dtype=object), format="ISO8601", utc=True, errors="coerce")
-    # seconds since the first row; NaN where a cell did not parse (so earlier rows can still
-    # be checked for order before the unparseable one is reported)
-    seconds = ((stamps - stamps.iloc[0]) / pd.Timedelta(seconds=1)).to_numpy(dtype=float)
-    bad = _first(stamps.isna().to_numpy())
-    if bad is None:
-        return seconds, None, ""
-    text = raw[bad]
-    if text == "":
-        problem = "is empty; every row needs its arrival timestamp"
-    else:
-        problem = f"cannot parse {text!r} as a date and time; expected ISO 8601 like '2023-11-16 18:15:46.6805900'"
-    return seconds, bad, problem
-
-
-def _read_cells(path: Path) -> tuple[pd.DataFrame, list[str]]:
-    """The CSV as stripped strings (object dtype) and its header.
-
-    Blank lines are kept, as rows of empty strings, so row ``i`` sits on line ``i + 2``.
-    """
+def _fast_columns(path: Path) -> ParsedTrace | None:
+    """The trace read as numbers by pandas' C reader and checked column by column, or None
+    when anything is off (a bad header, a cell that is not a valid number, a ragged row, ...):
+    then :func:`~budgetlab.workload.trace_cells.checked_columns` reads it again as text and
+    names the first problem. Whatever this accepts, that one accepts with the same values (a
+    float's parse may differ in its last bit: the C reader's against ``pandas.to_numeric``)."""
     try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:
-            header = next(csv.reader(handle), None)
-    except FileNotFoundError:
-        raise TraceFormatError(f"trace file {path} does not exist") from None
-    except IsADirectoryError:
-        raise TraceFormatError(f"trace file {path} is a directory, not a CSV file") from None
-    except UnicodeDecodeError as exc:
-        raise TraceFormatError(f"{path}, line 1: not a readable UTF-8 CSV header ({exc})") from None
-    except (OSError, csv.Error) as exc:
-        raise TraceFormatError(f"trace file {path} cannot be read: {exc}") from None
-    if header is None or not any(name.strip() for name in header):
-        raise TraceFormatError(
-            f"{path} is empty; line 1 must be a header naming the columns {_expected_columns_text()}"
-        )
-    header = [name.strip() for name in header]
-    duplicated = sorted({name for name in header if name and header.count(name) > 1})
-    if duplicated:
-        raise TraceFormatError(f"{path}, line 1: column(s) {', '.join(duplicated)} appear twice")
-    try:
-        frame = pd.read_csv(
+        header = read_header(path)
+        kind, (time_col, prompt_col, output_col) = detect_format(path, header)
+        prefixed = check_prefix_pair(path, header)
+        text_columns = (time_col, *PREFIX_COLUMNS) if kind == "Azure" else PREFIX_COLUMNS
+        frame = read_csv_whole(
             path,
-            dtype=str,
-            keep_default_na=False,
-            na_filter=False,
-            skip_blank_lines=False,
-            index_col=False,
-            encoding="utf-8-sig",
+            keep_default_na=False,  # an empty or "NaN" cell is not a number: refused below
+            dtype=dict.fromkeys(_raw_names(path, header, text_columns), str),
         )
-    except pd.errors.ParserError as exc:
-        match = _PARSER_LINE_RE.search(str(exc))
-        if match:
-            expected, line, saw = match.groups()
-            raise TraceFormatError(f"{path}, line {line}: {saw} cells but the header has {expected} columns") from None
-        raise TraceFormatError(f"{path}: not a readable CSV ({exc})") from None
-    except UnicodeDecodeError as exc:
-        raise TraceFormatError(f"{path}: not a readable UTF-8 CSV ({exc})") from None
-    frame.columns = [str(name).strip() for name in frame.columns]
-    frame = frame.astype(object).apply(lambda col: col.str.strip())
-    return frame, header
-
-
-def _expected_columns_text() -> str:
-    return " or ".join(f"{', '.join(cols)} ({name})" for name, cols in _FORMATS.items())
-
-
-def _detect_format(path: Path, header: list[str]) -> tuple[str, tuple[str, str, str]]:
-    present = {name: all(c in header for c in cols) for name, cols in _FORMATS.items()}
-    if all(present.values()):
-        raise TraceFormatError(
-            f"{path}, line 1: the header holds both the Splitwise/Vidur columns "
-            f"({', '.join(SPLITWISE_COLUMNS)}) and the Azure ones ({', '.join(AZURE_COLUMNS)}); "
-            "keep one set so it is clear which to read"
+    except (TraceFormatError, OSError, UnicodeError, ValueError, csv.Error, pd.errors.ParserError):
+        return None
+    if [str(name).strip() for name in frame.columns] != header or frame.empty:
+        return None
+    frame.columns = header
+    prompts = _tokens(frame[prompt_col])
+    outputs = _tokens(frame[output_col])
+    if prompts is None or outputs is None:
+        return None
+    if kind == "Azure":
+        stamps = pd.to_datetime(frame[time_col].str.strip(), format="ISO8601", utc=True, errors="coerce")
+        if stamps.isna().any():
+            return None
+        times = ((stamps - stamps.iloc[0]) / pd.Timedelta(seconds=1)).to_numpy(dtype=float)
+        origin, offsets = 0.0, times
+    else:
+        column = frame[time_col]
+        if column.dtype.kind not in "iuf":
+            return None
+        times = column.to_numpy(dtype=float)
+        if not (np.isfinite(times) & (times >= 0) & (times <= MAX_ARRIVAL_S)).all():
+            return None
+        origin = float(times[0])
+        exact = times - origin if np.abs(times).max() < EXACT_BELOW_S else _exact_offsets(path, header, time_col, times)
+        if exact is None:
+            return None
+        offsets = exact
+    if np.any(np.diff(offsets) < 0):
+        return None
+    prefix_ids: tuple[int | str | None, ...] | None = None
+    shared: np.ndarray | None = None
+    if prefixed:
+        ids, shared, bad, _ = parse_prefixes(
+            frame[PREFIX_COLUMNS[0]].str.strip().to_numpy(dtype=object),
+            frame[PREFIX_COLUMNS[1]].str.strip().to_numpy(dtype=object),
+            prompts.astype(float) + outputs,
         )
-    for name, ok in present.items():
-        if ok:
-            return name, _FORMATS[name]
-    # name the missing columns of the format the header is closest to
-    closest = max(_FORMATS, key=lambda name: sum(c in header for c in _FORMATS[name]))
-    missing = [c for c in _FORMATS[closest] if c not in header]
-    raise TraceFormatError(
-        f"{path}, line 1: missing column(s) {', '.join(repr(c) for c in missing)}; a trace "
-        f"needs the columns {_expected_columns_text()}; the header has {', '.join(header)}"
-    )
+        if bad is not None:
+            return None
+        prefix_ids = tuple(ids)
+    return ParsedTrace(kind, times, origin, offsets, prompts, outputs, prefix_ids, shared)
+
+
+def _raw_names(path: Path, header: list[str], names: Sequence[str]) -> list[str]:
+    """The header's names as pandas reads them (unstripped) for the stripped ``names``."""
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        raw = next(csv.reader(handle))
+    return [raw[i] for i, name in enumerate(header) if name in names]
+
+
+def _tokens(column: pd.Series) -> np.ndarray | None:
+    """A token column as int64 if every cell is a whole number in [1, 2**53], else None."""
+    if column.dtype.kind not in "iuf":
+        return None
+    numbers = column.to_numpy(dtype=float)
+    if not (np.isfinite(numbers) & (numbers == np.floor(numbers)) & (numbers >= 1) & (numbers <= _MAX_TOKENS)).all():
+        return None
+    return numbers.astype(np.int64)
+
+
+def _exact_offsets(path: Path, header: list[str], time_col: str, times: np.ndarray) -> np.ndarray | None:
+    """Arrival offsets from the first row, from the text of the time column
+    (:func:`~budgetlab.workload.trace_cells.decimal_offsets`): the cells are found in the
+    file's bytes when it has no quotes (else read again as strings); None if the rows read do
+    not line up with ``times``."""
+    position = header.index(time_col)
+    raw = path.read_bytes()
+    data = np.frombuffer(raw, dtype=np.uint8)
+    spans = None if b'"' in raw else _cell_spans(data, position, times.size)
+    if spans is None:
+        texts = read_csv_whole(path, keep_default_na=False, usecols=[position], dtype=str).iloc[:, 0]
+        if texts.size != times.size:
+            return None
+        data, starts, ends = text_cells(texts.to_numpy(dtype=object))
+    else:
+        starts, ends = spans
+    return decimal_offsets(data, starts, ends, times)
+
+
+_SEPARATOR = np.zeros(256, dtype=bool)
+_SEPARATOR[[ord(","), ord("\n")]] = True
+
+
+def _cell_spans(data: np.ndarray, position: int, rows: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Where column ``position`` of each data row is in the bytes ``data`` of a file without
+    quotes (starts and ends), or None when its lines are not the ``rows`` the C reader saw
+    (``\\r``-only line ends, say). A line without a comma holds no request (the reader
+    refused any but blank ones already)."""
+    separators = np.append(np.flatnonzero(_SEPARATOR[data]), data.size)  # the end ends a last line
+    line_ends = np.flatnonzero(data[np.minimum(separators, data.size - 1)] == ord("\n"))
+    line_ends = np.append(line_ends[line_ends < separators.size - 1], separators.size - 1)
+    first = line_ends[:-1]  # the separator before each data line (the header's is the first)
+    commas = line_ends[1:] - first - 1
+    first = first[commas > 0]
+    if first.size != rows or not rows or (commas[commas > 0] < position).any():
+        return None
+    return separators[first + position] + 1, separators[first + position + 1]
 
 
 def load_trace(
@@ -245,8 +174,8 @@ def load_trace(
     time_scale: float = 1.0,
     rate_per_s: float | None = None,
     max_requests: int | None = None,
-) -> list[Request]:
-    """Read a workload trace CSV, validating every cell, into requests.
+) -> RequestColumns:
+    """Read a workload trace CSV, validating every cell, into request columns.
 
     Two formats are recognised by their header (extra columns are allowed and ignored):
 
@@ -264,10 +193,11 @@ def load_trace(
     that shares nothing; a ``prefix_tokens`` cell is a whole number of tokens from 0 to the
     request's prompt + output, empty meaning 0, and above 0 only with a ``prefix_id``.
 
-    Token counts must be whole numbers >= 1 (``12`` or ``12.0``). An output of 0 tokens is an
-    error, not a skipped row: the simulator's requests always generate their first token, and
-    nothing in a trace is dropped silently. Arrival times must be non-decreasing (ties are
-    fine). Blank lines are ignored; they hold no request.
+    Token counts must be whole numbers from 1 to 2**53 (``12`` or ``12.0``). An output of 0
+    tokens is an error, not a skipped row: the simulator's requests always generate their first
+    token, and nothing in a trace is dropped silently. Arrival times must be non-decreasing
+    (ties are fine; compared on the text's digits, so epoch instants that round to one float64
+    are still ordered). Blank lines are ignored; they hold no request.
 
     Parameters
     ----------
@@ -285,10 +215,15 @@ def load_trace(
 
     Returns
     -------
-    list of Request
-        In file order; ``request_id`` is the 0-based index of the data row (blank lines not
-        counted), ``arrival_at_s`` in seconds, ``prompt_tokens`` and ``output_tokens``, and
-        ``prefix_id`` / ``prefix_tokens`` from the prefix columns (None / 0 without them).
+    RequestColumns
+        A sequence of :class:`~budgetlab.specs.Request` in file order (indexing, iterating and
+        ``==`` with a list behave as on a list, each ``Request`` built on demand): ``request_id``
+        is the 0-based index of the data row (blank lines not counted), ``arrival_at_s`` in
+        seconds, ``prompt_tokens`` and ``output_tokens``, and ``prefix_id`` / ``prefix_tokens``
+        from the prefix columns (None / 0 without them). Its arrays are ``arrival_at_s``,
+        ``prompt_tokens``, ``output_tokens`` (and ``prefix_id``, ``prefix_tokens``), and
+        ``origin_s`` (the first arrival; 0 for Azure) with ``offset_s``, each arrival minus it
+        from the text's digits (both times the time scale).
 
     Raises
     ------
@@ -296,7 +231,8 @@ def load_trace(
         A missing or unreadable file, an empty file or one with only a header, a missing or
         duplicated column (the message lists both formats' columns), a ragged row, or a bad
         cell: empty, non-numeric, NaN/inf or negative time, unparseable timestamp, time going
-        backwards, fractional, zero or negative token count, or a prefix column without the
+        backwards, fractional, zero, negative or implausibly large (over 2**53) token count, or
+        a prefix column without the
         other, a bad ``prefix_tokens`` cell (not a whole number >= 0, more than the prompt +
         output, or shared tokens without a ``prefix_id``). The message names the file, the
         line (header = line 1) and the column.
@@ -316,69 +252,15 @@ def load_trace(
     limit = None if max_requests is None else int_at_least("max_requests", max_requests, 1, **PLAIN_ERRORS)
 
     path = Path(path)
-    frame, header = _read_cells(path)
-    kind, (time_col, prompt_col, output_col) = _detect_format(path, header)
-
-    blank = (frame == "").all(axis=1).to_numpy()
-    keep = np.flatnonzero(~blank)
-    if keep.size == 0:
-        raise TraceFormatError(
-            f"{path}, line 2: the file ends after its header ({', '.join(header)}); a trace "
-            "needs at least one data row, one request per line"
-        )
-    rows = frame.iloc[keep]
-    raw_times = rows[time_col].to_numpy(dtype=object)
-    if kind == "Azure":
-        times, t_bad, t_problem = _parse_timestamps(raw_times)
-    else:
-        times, t_bad, t_problem = _parse_seconds(raw_times)
-    prompts, p_bad, p_problem = _parse_tokens(rows[prompt_col].to_numpy(dtype=object), "prompt")
-    outputs, o_bad, o_problem = _parse_tokens(rows[output_col].to_numpy(dtype=object), "output")
-    prefix_ids: list[int | str | None] = [None] * keep.size
-    shared = np.zeros(keep.size, dtype=np.int64)
-    s_bad, s_problem = None, ""
-    prefix_present = [c for c in PREFIX_COLUMNS if c in header]
-    if len(prefix_present) == 1:
-        (absent,) = set(PREFIX_COLUMNS) - set(prefix_present)
-        raise TraceFormatError(
-            f"{path}, line 1: column {prefix_present[0]!r} needs its companion {absent!r}: a "
-            "request shares its first prefix_tokens tokens with the others of its prefix_id"
-        )
-    if prefix_present:
-        totals = prompts.astype(float) + outputs  # NaN where either did not parse
-        prefix_ids, shared, s_bad, s_problem = _parse_prefixes(
-            rows[PREFIX_ID_COLUMN].to_numpy(dtype=object), rows[PREFIX_TOKENS_COLUMN].to_numpy(dtype=object), totals
-        )
-
-    # report the first problem in file order: lowest row, then the format's column order
-    checks = [
-        (t_bad, time_col, t_problem),
-        (p_bad, prompt_col, p_problem),
-        (o_bad, output_col, o_problem),
-        (s_bad, PREFIX_TOKENS_COLUMN, s_problem),
-    ]
-    found = [(row, order, column, problem) for order, (row, column, problem) in enumerate(checks) if row is not None]
-    first_bad = min(row for row, *_ in found) if found else len(keep)
-    back = _first(np.diff(times[:first_bad]) < 0)  # rows before first_bad all parsed
-    if back is not None:
-        found.append(
-            (
-                back + 1,
-                0,
-                time_col,
-                f"time goes backwards: {raw_times[back + 1]!r} comes after "
-                f"{raw_times[back]!r} on the previous data row; sort the trace by arrival time",
-            )
-        )
-    if found:
-        row, _, column, problem = min(found)
-        raise _Lines(path, frame).error(int(keep[row]), column, problem)
-
-    if limit is not None:
-        times, prompts, outputs = times[:limit], prompts[:limit], outputs[:limit]
-        prefix_ids, shared = prefix_ids[:limit], shared[:limit]
+    trace = _fast_columns(path)
+    if trace is None:  # something to refuse: read it as text, which names the first bad cell
+        trace = checked_columns(path)
+    keep = slice(0, limit)
+    times, offsets = trace.arrival_at_s[keep], trace.offset_s[keep]
+    prefix_ids = None if trace.prefix_id is None else trace.prefix_id[keep]
+    shared = None if trace.prefix_tokens is None else trace.prefix_tokens[keep]
     if target_rate is not None:
-        span = float(times[-1] - times[0])
+        span = float(offsets[-1] - offsets[0])
         if times.size < 2 or span <= 0:
             raise TraceFormatError(
                 f"{path}: cannot rescale to rate_per_s={target_rate:g}: the "
@@ -386,10 +268,15 @@ def load_trace(
                 "no rate; use time_scale or keep more requests"
             )
         scale = (times.size - 1) / (target_rate * span)
-    if scale != 1.0:
-        times = times * scale
-    columns = zip(times.tolist(), prompts.tolist(), outputs.tolist(), prefix_ids, shared.tolist())
-    return [Request(i, t, p, o, prefix_id=k, prefix_tokens=s) for i, (t, p, o, k, s) in enumerate(columns)]
+    return RequestColumns(
+        times * scale,
+        trace.prompt_tokens[keep],
+        trace.output_tokens[keep],
+        prefix_id=prefix_ids,
+        prefix_tokens=shared,
+        origin_s=trace.origin_s * scale,
+        offset_s=offsets * scale,
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -416,6 +303,10 @@ class TraceWorkload:
         request shares anything; replayed as it is.
     prefix_tokens : numpy.ndarray or None
         Each request's ``Request.prefix_tokens`` [tokens]; given with ``prefix_id`` or not at all.
+    offset_s : numpy.ndarray
+        Each arrival minus the first [s] (not an argument): what a replay scales. From
+        :meth:`from_csv` these come from the trace's text, exact even when the instants are
+        epoch seconds that float64 rounds (1.7e15 s to 0.25 s).
     """
 
     arrival_at_s: np.ndarray
@@ -424,6 +315,7 @@ class TraceWorkload:
     label: str = "trace"
     prefix_id: tuple[int | str | None, ...] | None = None
     prefix_tokens: np.ndarray | None = None
+    offset_s: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         arrivals = np.array(self.arrival_at_s, dtype=float)
@@ -435,7 +327,7 @@ class TraceWorkload:
             raise ParameterError("arrival_at_s, prompt_tokens and output_tokens must be 1-D and equally long")
         if not np.isfinite(arrivals).all():
             raise ParameterError("trace arrival_at_s must hold finite numbers of seconds")
-        _check_replayable(arrivals)
+        _check_replayable(arrivals - arrivals[0] if arrivals.size else arrivals)
         if np.any(np.diff(arrivals) < 0):
             raise ParameterError("trace arrival_at_s must be non-decreasing; sort the trace by arrival time")
         for tokens in (prompts, outputs):
@@ -447,13 +339,20 @@ class TraceWorkload:
         self._freeze_prefixes(self.prefix_id, self.prefix_tokens)
         if self.prefix_id is not None:
             try:  # Request checks every prefix id and length against its request
-                self.requests(rate_per_s=1.0)
+                self.columns(rate_per_s=1.0)
             except ValueError as exc:
                 raise ParameterError(f"trace {exc}") from None
 
-    def _freeze(self, arrivals: np.ndarray, prompts: np.ndarray, outputs: np.ndarray) -> None:
-        """Store the three arrays, read-only."""
-        arrays = {"arrival_at_s": arrivals, "prompt_tokens": prompts, "output_tokens": outputs}
+    def _freeze(
+        self, arrivals: np.ndarray, prompts: np.ndarray, outputs: np.ndarray, offsets: np.ndarray | None = None
+    ) -> None:
+        """Store the arrays, read-only (the offsets from the first arrival unless given)."""
+        arrays = {
+            "arrival_at_s": arrivals,
+            "prompt_tokens": prompts,
+            "output_tokens": outputs,
+            "offset_s": arrivals - arrivals[0] if offsets is None else np.array(offsets, dtype=float),
+        }
         for name, array in arrays.items():
             array.setflags(write=False)
             object.__setattr__(self, name, array)
@@ -479,19 +378,17 @@ class TraceWorkload:
         object.__setattr__(self, "prefix_tokens", array)
 
     @classmethod
-    def _from_loaded(cls, requests: Sequence[Request], *, label: str) -> TraceWorkload:
+    def _from_loaded(cls, columns: RequestColumns, *, label: str) -> TraceWorkload:
         """A trace from what :func:`load_trace` returned: every cell and the arrival order are
         already checked, so only the replay condition (two distinct instants) is."""
-        arrivals = np.array([r.arrival_at_s for r in requests], dtype=float)
-        _check_replayable(arrivals)
+        offsets = np.asarray(columns.offset_s, dtype=float)
+        _check_replayable(offsets)
         trace = object.__new__(cls)
         object.__setattr__(trace, "label", label)
         trace._freeze(
-            arrivals,
-            np.array([r.prompt_tokens for r in requests], dtype=np.int64),
-            np.array([r.output_tokens for r in requests], dtype=np.int64),
+            columns.arrival_at_s.copy(), columns.prompt_tokens.copy(), columns.output_tokens.copy(), offsets.copy()
         )
-        trace._freeze_prefixes(*_prefix_columns(requests))
+        trace._freeze_prefixes(columns.prefix_id, columns.prefix_tokens)
         return trace
 
     def __repr__(self) -> str:
@@ -513,14 +410,34 @@ class TraceWorkload:
         label : str or None
             Name in tables; the file's stem by default.
         """
-        reqs = load_trace(path, max_requests=max_requests)
+        columns = load_trace(path, max_requests=max_requests)
         if label is None:
             label = os.path.splitext(os.path.basename(path))[0]
-        return cls._from_loaded(reqs, label=label)
+        return cls._from_loaded(columns, label=label)
 
     @classmethod
     def from_requests(cls, requests: Sequence[Request], *, label: str = "trace") -> TraceWorkload:
-        """Wrap a list of requests (e.g. from :func:`budgetlab.workload.load_trace`)."""
+        """Wrap a list of requests (e.g. from :func:`budgetlab.workload.load_trace`), sorted by
+        arrival (ties in list order); a :class:`RequestColumns` is read as arrays, its exact
+        ``offset_s`` kept."""
+        if isinstance(requests, RequestColumns):
+            if len(requests) == 0:
+                return cls._from_loaded(requests, label=label)  # refused: no rate
+            order = np.argsort(requests.offset_s, kind="stable")
+            offsets = requests.offset_s[order]
+            arrivals = requests.arrival_at_s[order]
+            ordered = RequestColumns(
+                arrivals,
+                requests.prompt_tokens[order],
+                requests.output_tokens[order],
+                prefix_id=None if requests.prefix_id is None else tuple(requests.prefix_id[i] for i in order.tolist()),
+                prefix_tokens=None if requests.prefix_tokens is None else requests.prefix_tokens[order],
+                origin_s=float(arrivals[0]),
+                offset_s=offsets - offsets[0],
+            )
+            # the exact offsets decide whether it has a rate: epoch instants 1 µs apart are
+            # one float64 (1.7e12 s rounds to 0.25 ms) but two instants
+            return cls._from_loaded(ordered, label=label)
         reqs = sorted(requests, key=lambda r: r.arrival_at_s)
         prefix_id, prefix_tokens = _prefix_columns(reqs)
         return cls(
@@ -540,7 +457,7 @@ class TraceWorkload:
     @property
     def native_rate_per_s(self) -> float:
         """The trace's own rate, ``(n − 1) / (last − first arrival)`` [1/s]."""
-        return (self.num_requests - 1) / float(self.arrival_at_s[-1] - self.arrival_at_s[0])
+        return (self.num_requests - 1) / float(self.offset_s[-1] - self.offset_s[0])
 
     def time_scale_for(self, rate_per_s: float) -> float:
         """Factor on every gap that replays the trace at ``rate_per_s`` [-] (2 = half the load)."""
@@ -553,17 +470,19 @@ class TraceWorkload:
 
     def requests(self, *, rate_per_s: float, seed: int = 0) -> list[Request]:
         """The trace replayed at ``rate_per_s`` [1/s], first arrival at 0 s (``seed`` ignored)."""
+        return list(self.columns(rate_per_s=rate_per_s, seed=seed))
+
+    def columns(self, *, rate_per_s: float, seed: int = 0) -> RequestColumns:
+        """:meth:`requests` as columns (no ``Request`` built until one is asked for)."""
         scale = self.time_scale_for(rate_per_s)
         random_seed("seed", seed)
-        times = (self.arrival_at_s - self.arrival_at_s[0]) * scale
-        columns = zip(times.tolist(), self.prompt_tokens.tolist(), self.output_tokens.tolist())
-        if self.prefix_id is None or self.prefix_tokens is None:
-            return [Request(i, t, p, o) for i, (t, p, o) in enumerate(columns)]
-        prefixes = zip(self.prefix_id, self.prefix_tokens.tolist())
-        return [
-            Request(i, t, p, o, prefix_id=k, prefix_tokens=n)
-            for i, ((t, p, o), (k, n)) in enumerate(zip(columns, prefixes))
-        ]
+        return RequestColumns(
+            self.offset_s * scale,
+            self.prompt_tokens,
+            self.output_tokens,
+            prefix_id=self.prefix_id,
+            prefix_tokens=self.prefix_tokens,
+        )
 
     def mean_sequence_tokens(self, *, seed: int = 0) -> float:
         """Mean prompt + output length [tokens]."""
@@ -576,13 +495,15 @@ class TraceWorkload:
 
         See :meth:`SyntheticWorkload.with_fixed_lengths`.
         """
-        prompt_tokens, output_tokens = mean_lengths_tokens(self.requests(rate_per_s=1.0, seed=seed))
-        return TraceWorkload(
+        prompt_tokens, output_tokens = mean_lengths_tokens(self.columns(rate_per_s=1.0, seed=seed))
+        twin = TraceWorkload(
             self.arrival_at_s,
             np.full(self.num_requests, prompt_tokens),
             np.full(self.num_requests, output_tokens),
             label=fixed_lengths_label(prompt_tokens, output_tokens),
         )
+        twin._freeze(twin.arrival_at_s, twin.prompt_tokens, twin.output_tokens, self.offset_s)
+        return twin
 
 
 def _prefix_columns(
@@ -594,10 +515,11 @@ def _prefix_columns(
     return tuple(r.prefix_id for r in requests), np.array([r.prefix_tokens for r in requests], dtype=np.int64)
 
 
-def _check_replayable(arrivals: np.ndarray) -> None:
-    """A trace has a rate, so can be replayed at another, only with two distinct arrival instants."""
-    if arrivals.size < 2 or not arrivals[-1] > arrivals[0]:
+def _check_replayable(offsets: np.ndarray) -> None:
+    """A trace has a rate, so can be replayed at another, only with two distinct arrival
+    instants (``offsets``: from the first arrival [s])."""
+    if offsets.size < 2 or not offsets[-1] > offsets[0]:
         raise ParameterError(
             "a trace to replay at other loads needs at least two requests arriving at different "
-            f"instants (it has {arrivals.size}); its rate is undefined otherwise"
+            f"instants (it has {offsets.size}); its rate is undefined otherwise"
         )
