@@ -13,6 +13,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_accuracy
+import bench_scale
+import bench_traces
 
 import bench_simulator
 import bench_sweep
@@ -21,6 +23,10 @@ import bench_sweep
 def main() -> None:
     print("== simulator ==", flush=True)
     bench_simulator.main([])
+    print("\n== scale: memory per request, step log and summary ==", flush=True)
+    bench_scale.main([])
+    print("\n== trace loading ==", flush=True)
+    bench_traces.main([])
     print("\n== sweeps and capacity ==", flush=True)
     bench_sweep.main([])
     print("\n== accuracy against real engines ==", flush=True)

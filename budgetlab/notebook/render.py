@@ -230,24 +230,15 @@ def _run_job(
             chromium=chromium,
             cancelled=cancelled,
         )
-        if cancelled is not None and cancelled.is_set():  # Ctrl-C: nothing of this render is kept
+        interrupted = cancelled is not None and cancelled.is_set()
+        if interrupted:  # Ctrl-C: nothing of this render is kept, the earlier report stays
             error = "interrupted"
-            return ReportOutcome(
-                notebook=job.notebook,
-                scenario=job.scenario,
-                ok=False,
-                seconds=time.perf_counter() - start,
-                ipynb_path=final["ipynb"],
-                html_path=final["html"],
-                handout_path=final["handout"],
-                results_path=final["results"],
-                parameters=dict(job.parameters),
-                error=error,
-            )
-        _publish(staged, final if error is None else failed, stale=failed if error is None else {}, lock_dir=lock_dir)
+        else:
+            ok = error is None
+            _publish(staged, final if ok else failed, stale=failed if ok else {}, lock_dir=lock_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    paths = final if error is None else failed
+    paths = final if error is None or interrupted else failed
     return ReportOutcome(
         notebook=job.notebook,
         scenario=job.scenario,
