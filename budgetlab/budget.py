@@ -128,7 +128,8 @@ def fill_step(
         ("running_remaining_tokens", running_remaining_tokens),
         ("waiting_remaining_tokens", waiting_remaining_tokens),
     ):
-        if isinstance(given, (str, bytes)) or not all(is_int(r) for r in given):
+        # `type(r) is int` first: the simulator's and the tests' plain ints skip the general check
+        if isinstance(given, (str, bytes)) or not all(type(r) is int or is_int(r) for r in given):
             raise ValueError(f"{name} must be a sequence of ints [tokens], got {given!r}")
     if any(r <= 0 for r in (*running_remaining_tokens, *waiting_remaining_tokens)):
         raise ValueError("every request must still need at least 1 token")

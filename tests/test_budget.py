@@ -282,7 +282,7 @@ def _chunks_by_filling_steps(budget, num_decodes, prompt_tokens, threshold):
     return chunks
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     num_decodes=st.integers(0, 300),
     extra=st.integers(1, 3000),
