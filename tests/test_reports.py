@@ -596,6 +596,9 @@ def test_ctrl_c_during_a_render_keeps_the_earlier_report(tmp_path: Path) -> None
     run = subprocess.Popen(
         [sys.executable, "-m", "budgetlab.reports", CHARTS, "--notebooks-dir", str(FIXTURES), "--out", str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        # as from a terminal: a shell without job control starts background jobs (a CI tier
+        # run with `&`) with SIGINT ignored, and Python keeps an ignored SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     deadline = time.monotonic() + 120
     while not [p for p in folder.iterdir() if p.name.startswith(f".{CHARTS}.")]:  # its staging folder

@@ -18,6 +18,7 @@ text's digits, not from the float64 instants.
 from __future__ import annotations
 
 import csv
+import mmap
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,26 @@ from budgetlab.workload.trace_cells import (
 __all__ = ["SPLITWISE_COLUMNS", "AZURE_COLUMNS", "PREFIX_COLUMNS", "load_trace", "TraceWorkload"]
 
 _MAX_TOKENS = 2.0**53  # whole numbers above this are not exact as floats
+
+
+def _refuse_nul(path: Path) -> None:
+    """Refuse a file holding a NUL byte, naming its line (memory-mapped: no copy of the file).
+
+    Checked before either reader: pandas' C reader cuts a cell at a NUL in some versions
+    (2.1 reads ``5\0`` as ``5``), so a binary or corrupted file could load silently."""
+    if not path.is_file():
+        return  # the readers name a missing file or a folder
+    with open(path, "rb") as file:
+        if os.fstat(file.fileno()).st_size == 0:
+            return
+        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            at = data.find(b"\0")
+            if at != -1:
+                line = data[:at].count(b"\n") + 1
+                raise TraceFormatError(
+                    f"{path}, line {line}: holds a NUL byte (\\0), so it is not a text CSV; "
+                    "Fix: export the trace again as plain text"
+                )
 
 
 def _fast_columns(path: Path) -> ParsedTrace | None:
@@ -252,6 +273,7 @@ def load_trace(
     limit = None if max_requests is None else int_at_least("max_requests", max_requests, 1, **PLAIN_ERRORS)
 
     path = Path(path)
+    _refuse_nul(path)
     trace = _fast_columns(path)
     if trace is None:  # something to refuse: read it as text, which names the first bad cell
         trace = checked_columns(path)
