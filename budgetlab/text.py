@@ -48,6 +48,7 @@ __all__ = [
     "fmt_count",
     "fmt_budget",
     "fmt_gb",
+    "md_cell",
     "md_code",
     "md_text",
     "fmt_gib",
@@ -190,24 +191,48 @@ def fmt_gib(num_bytes: float, digits: int = 2) -> str:
     return f"{float(num_bytes) / 2**30:,.{digits}f} GiB"
 
 
-_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
+#: Markdown's punctuation, less ``>``: :func:`md_text` HTML-escapes it to ``&gt;`` after this
+#: escape, and an entity never starts a block quote (``\\&gt;`` would show as ``&gt;``).
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+!|~-])")
+#: Everything Markdown (or a browser) may read as the end of a line.
+_LINE_BREAKS = re.compile(r"\r\n|[\r\n\v\f\x85\u2028\u2029]")
 
 
 def md_text(text: object) -> str:
-    """``text`` shown verbatim inside Markdown prose: HTML-escaped, Markdown punctuation
-    backslash-escaped, so a file name such as ``<img src=x onerror=...>.csv`` is text, not HTML.
+    """``text`` shown verbatim inside Markdown prose: Markdown punctuation backslash-escaped,
+    then HTML-escaped, so a file name such as ``<img src=x onerror=...>.csv`` is text, not HTML.
 
     The one place a user's string (a trace or measurements path, a workload label) meets a
-    notebook's Markdown.
+    notebook's Markdown prose (:func:`md_cell` is its twin for table cells). Line breaks become
+    spaces: a paragraph cannot be ended from inside. The Markdown escape comes first so that the
+    ``#`` of an entity the HTML escape writes (``'`` → ``&#x27;``) is not escaped, which would
+    show the entity's text instead of the apostrophe.
     """
-    escaped = html.escape(str(text), quote=True)
-    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", escaped)
+    escaped = _MARKDOWN_PUNCTUATION.sub(r"\\\1", _LINE_BREAKS.sub(" ", str(text)))
+    return html.escape(escaped, quote=True)
+
+
+_MARKDOWN_CELL_ACTIVE = re.compile(r"([\\`*_\[\]|~])")
+
+
+def md_cell(text: object) -> str:
+    """``text`` as one cell of a Markdown table, shown as typed and never HTML or a link.
+
+    HTML-escaped (``<img onerror=...>`` is text), line breaks made spaces (a row stays one
+    row), and backslash-escaped where Markdown would act: ``[`` ``]`` (links and images),
+    backticks (code), ``*`` ``_`` ``~`` (emphasis), ``|`` (a new cell) and ``\\`` itself.
+    Parentheses, dashes and dots stay as they are, so ``"Budget (512 tokens)"`` reads the same
+    in the Markdown source. ``md_cell("[x](javascript:alert(1))")`` →
+    ``"\\[x\\](javascript:alert(1))"``, which renders as that text.
+    """
+    flat = _LINE_BREAKS.sub(" ", str(text))
+    return _MARKDOWN_CELL_ACTIVE.sub(r"\\\1", html.escape(flat, quote=True))
 
 
 def md_code(text: object) -> str:
     """``text`` as a Markdown code span that no backtick inside it can close (and no HTML in
     it can escape from: code spans are shown as text)."""
-    raw = str(text).replace("\n", " ")
+    raw = _LINE_BREAKS.sub(" ", str(text))
     longest = max((len(run) for run in re.findall(r"`+", raw)), default=0)
     fence = "`" * (longest + 1)
     return f"{fence} {raw} {fence}"

@@ -188,7 +188,7 @@ def test_validate_parameters_returns_cleaned_values(h100, llama8b):
 def test_parameters_render_as_a_markdown_table():
     text = validate_parameters(hardware="h100-sxm", budgets=[512, 2048], results_path="")._repr_markdown_()
     assert "| `hardware` | h100-sxm (NVIDIA H100 SXM5 80GB) |" in text
-    assert "| `budgets` | [512, 2048] |" in text
+    assert "| `budgets` | \\[512, 2048\\] |" in text  # brackets escaped: text, never a link
     # where the renderer saves the numbers is not a model input: kept out of the report
     assert "results_path" not in text
 

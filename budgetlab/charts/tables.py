@@ -19,7 +19,7 @@ from budgetlab.charts.runs import _POLICY_METRICS
 from budgetlab.charts.style import _check_table_rows
 from budgetlab.errors import ParameterError
 from budgetlab.memory import KVCapacity
-from budgetlab.text import fmt_gib, fmt_int, fmt_latency, fmt_percent, fmt_tokens, metric_label
+from budgetlab.text import fmt_gib, fmt_int, fmt_latency, fmt_percent, fmt_tokens, md_cell, metric_label
 from budgetlab.workload import SweepWorkload
 from budgetlab.workload.frames import workload_stats
 
@@ -32,15 +32,20 @@ def table_markdown(frame: pd.DataFrame, *, index: bool = True) -> str:
 
     pandas' HTML view shortens long text cells; ``display(Markdown(table_markdown(t)))`` shows
     them whole, in JupyterLab and in the HTML reports alike.
+
+    Every header, label and cell is text (:func:`~budgetlab.text.md_cell`): HTML, links,
+    images, code and line breaks in it show as typed, so a file name or label from a user
+    cannot become markup. The one markup kept is bold: ``**`` pairs in a cell (the tables'
+    ``**recommended**``, ``**no**``) stay bold, with the text between them escaped.
     """
 
     def cell(value: Any) -> str:
-        return str(value).replace("|", "\\|").replace("\n", " ")
+        return "**".join(md_cell(part) for part in str(value).split("**"))
 
     header = ([cell(frame.index.name or "")] if index else []) + [cell(c) for c in frame.columns]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for label, row in zip(frame.index, frame.itertuples(index=False)):
-        cells = ([f"**{cell(label)}**"] if index else []) + [cell(v) for v in row]
+        cells = ([f"**{md_cell(label)}**"] if index else []) + [cell(v) for v in row]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -20,12 +20,15 @@ built by :mod:`budgetlab.notebook.scenario`.
 
 from __future__ import annotations
 
+import ast
+import difflib
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from budgetlab import _checks as limits
 from budgetlab import catalog
 from budgetlab.cost.named import make_cost
 from budgetlab.cost.roofline import IdealCost, shortest_step_s
@@ -56,9 +59,10 @@ from budgetlab.notebook.scenario import (
     WORKLOADS,
 )
 from budgetlab.specs import HardwareSpec, ModelSpec
+from budgetlab.text import md_cell
 from budgetlab.workload import CONVERSATION_OUTPUT, CONVERSATION_PROMPT, DEFAULT_MAX_MODEL_LEN_TOKENS
 
-__all__ = ["RULES", "Rule", "Parameters", "validate_parameters"]
+__all__ = ["RULES", "Rule", "Parameters", "undeclared_injected_names", "validate_parameters"]
 
 Rule = Callable[[str, Any], Any]
 
@@ -88,7 +92,7 @@ RULES: Mapping[str, Rule] = MappingProxyType(
         "big_budget_tokens": lambda n, v: require_int(n, v, minimum=1, unit="tokens"),
         "num_decodes": lambda n, v: require_int(n, v, minimum=0, unit="requests"),
         "decoder_counts": lambda n, v: require_int_list(n, v, minimum=0, unit="requests"),
-        "prompt_tokens": lambda n, v: require_int(n, v, minimum=1, unit="tokens"),
+        "prompt_tokens": lambda n, v: require_int(n, v, minimum=1, maximum=limits.MAX_TOKENS.value, unit="tokens"),
         "token_marks": lambda n, v: require_int_list(n, v, minimum=1, unit="tokens"),
         "max_tokens": lambda n, v: require_int(n, v, minimum=2, unit="tokens"),
         "zoom_tokens": lambda n, v: require_int(n, v, minimum=2, unit="tokens"),
@@ -109,7 +113,7 @@ RULES: Mapping[str, Rule] = MappingProxyType(
         "low_max_num_seqs": lambda n, v: require_int(n, v, minimum=1, unit="requests"),
         "small_kv_tokens": lambda n, v: require_int(n, v, minimum=_MIN_SMALL_KV_TOKENS, unit="tokens"),
         "long_prefill_token_threshold": lambda n, v: require_int(n, v, minimum=0, unit="tokens"),
-        "num_requests": lambda n, v: require_int(n, v, minimum=1, unit="requests"),
+        "num_requests": lambda n, v: require_int(n, v, minimum=1, maximum=limits.MAX_REQUESTS.value, unit="requests"),
         "rate_per_s": lambda n, v: require_number(n, v, above=0, unit="requests per second"),
         "seed": lambda n, v: require_int(n, v, minimum=0),
         "gpu_memory_utilization": lambda n, v: require_fraction(n, v),
@@ -137,7 +141,9 @@ RULES: Mapping[str, Rule] = MappingProxyType(
         "max_load_fraction": lambda n, v: require_number(n, v, above=0, maximum=3),
         "ttft_p90_ms": lambda n, v: require_number(n, v, above=0, unit="ms"),
         "itl_p99_ms": lambda n, v: require_number(n, v, above=0, unit="ms"),
-        "capacity_tolerance_fraction": lambda n, v: require_number(n, v, above=0, maximum=0.5),
+        "capacity_tolerance_fraction": lambda n, v: require_number(
+            n, v, minimum=limits.MIN_TOLERANCE_FRACTION, maximum=0.5
+        ),
         "frontier_rate_per_s": lambda n, v: require_number(n, v, minimum=0, unit="requests per second"),
         "budget_factors": require_factor_list,
         "cap_factors": require_factor_list,
@@ -192,6 +198,8 @@ class Parameters:
         return float(self.values["target_step_ms"]) / 1e3
 
     def _repr_markdown_(self) -> str:
+        """The parameters table every notebook shows; each name and value is text, never HTML
+        or a link (:func:`~budgetlab.text.md_cell`), whatever a path parameter holds."""
         lines = ["| parameter | value |", "|---|---|"]
         for name, value in self.values.items():
             if name == "results_path":  # where the renderer saves numbers, not a model input
@@ -201,7 +209,8 @@ class Parameters:
                 shown += f" ({self.hardware_spec.name})"
             if name == "model" and self.model_spec is not None:
                 shown += f" ({self.model_spec.name})"
-            lines.append(f"| `{name}` | {shown} |")
+            label = f"`{name}`" if name.isidentifier() else md_cell(name)  # an identifier is inert
+            lines.append(f"| {label} | {md_cell(shown)} |")
         return "\n".join(lines)
 
 
@@ -229,7 +238,17 @@ def validate_parameters(*, rules: Mapping[str, Rule] | None = None, **params: An
         expected and the fix.
     TypeError
         For a parameter name that has no rule (a notebook bug, not a user error).
+
+    Notes
+    -----
+    Under plain papermill a typo (``papermill ... -p budget_token 5``) only adds a line to the
+    cell papermill injects after the parameters cell, and the notebook would run with the
+    default. So, in IPython, the latest cell papermill injected (it starts with
+    ``# Parameters``) is read back from the input history: a name it sets that is neither
+    passed here nor set by the cell run before it (the parameters cell) raises ParameterError
+    naming the closest parameter (:func:`undeclared_injected_names`).
     """
+    _check_injected_names(set(params))
     table = {**RULES, **(rules or {})}
     unknown = [name for name in params if name not in table]
     if unknown:
@@ -249,6 +268,84 @@ def validate_parameters(*, rules: Mapping[str, Rule] | None = None, **params: An
     for check in _COMBINATION_CHECKS:
         check(values, hardware, model)
     return Parameters(values, hardware, model)
+
+
+# --------------------------------------------------------------------------------------------
+# Names papermill injected that the notebook does not declare (a typo under plain papermill)
+# --------------------------------------------------------------------------------------------
+
+#: The first line of the cell papermill injects after the parameters cell (Python kernels).
+PAPERMILL_INJECTED_HEADER = "# Parameters"
+
+
+def _assigned_names(source: str) -> set[str]:
+    """Names a cell's top-level statements assign (``x = 1``, ``x: int = 1``); none if it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def undeclared_injected_names(history: Sequence[str], declared: Iterable[str]) -> dict[str, str | None]:
+    """Names the latest papermill-injected cell in ``history`` sets that the notebook does not declare.
+
+    Parameters
+    ----------
+    history : sequence of str
+        The kernel's cell inputs, oldest first (IPython's ``In``), ending with the running cell.
+    declared : iterable of str
+        The parameters the notebook validates; the names set by the cell run just before the
+        injected one (the parameters cell) count as declared too.
+
+    Returns
+    -------
+    dict
+        Each undeclared name → the closest declared name (:func:`difflib.get_close_matches`),
+        or ``None`` when none is close; empty when nothing was injected or all is declared.
+    """
+    cells = list(history)
+    for i in range(len(cells) - 2, -1, -1):  # the last entry is the running cell
+        source = cells[i] or ""
+        if source.lstrip().startswith(PAPERMILL_INJECTED_HEADER):
+            known = set(declared) | (_assigned_names(cells[i - 1]) if i > 0 else set())
+            stray = sorted(_assigned_names(source) - known)
+            return {name: next(iter(difflib.get_close_matches(name, sorted(known), n=1)), None) for name in stray}
+    return {}
+
+
+def _check_injected_names(declared: set[str]) -> None:
+    """Raise when papermill injected a parameter this notebook does not declare (see :func:`validate_parameters`)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # not in IPython: nothing was injected
+        return
+    shell = get_ipython()
+    history = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None)
+    if not history:
+        return
+    stray = undeclared_injected_names(history, declared)
+    if not stray:
+        return
+    name, close = next(iter(stray.items()))
+    others = f" (and {', '.join(list(stray)[1:])})" if len(stray) > 1 else ""
+    guess = f"did you mean `{close}`? " if close else ""
+    listed = ", ".join(sorted(declared - {"results_path"})) or "none"
+    fix = (
+        f"rename it `{close}` (papermill -p {close} VALUE)"
+        if close
+        else "drop it, or pass one of the parameters listed (papermill -p NAME VALUE)"
+    )
+    raise ParameterError(
+        f"parameter `{name}`{others} was passed to this notebook, which has no such parameter, so the "
+        f"value would be ignored; {guess}its parameters are: {listed}. Fix: {fix}."
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,7 +22,14 @@ from typing import Any, TypedDict, Unpack
 
 import yaml
 
-from budgetlab.errors import BudgetlabError
+from budgetlab.errors import BudgetlabError, ParameterError
+from budgetlab.notebook.untrusted import (
+    LIMITS,
+    admit_parameters,
+    admit_value,
+    load_untrusted_mapping,
+    load_untrusted_yaml,
+)
 
 __all__ = [
     "RESULTS_PARAMETER",
@@ -194,17 +201,35 @@ def select_scenarios(names: Sequence[str], available: Mapping[str, Path]) -> lis
 
 
 def load_scenario(path: Path) -> dict[str, Any]:
-    """Read a scenario file: a flat YAML mapping of parameter name → value (empty → ``{}``)."""
+    """Read a scenario file: a flat YAML mapping of parameter name → value (empty → ``{}``).
+
+    The file is untrusted: it is read through :func:`~budgetlab.notebook.untrusted.load_untrusted_mapping`
+    (no YAML tags, bounded size, values, depth and aliases; plain types only).
+
+    Raises
+    ------
+    ReportError
+        The file is unreadable, not UTF-8, not YAML, not a mapping, or holds a value the
+        admission refuses (the message names the parameter and the rule).
+    """
     path = Path(path)
+    origin = f"scenario {path}"
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        size_bytes = path.stat().st_size
+        if size_bytes > LIMITS.max_text_bytes:
+            raise ReportError(
+                f"{origin} is refused: it has {size_bytes:,} bytes, more than {LIMITS.max_text_bytes:,}; "
+                "a scenario holds only its parameters (a few KB)"
+            )
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{origin} cannot be read: {exc}") from None
+    try:
+        return load_untrusted_mapping(text, origin=origin)
     except yaml.YAMLError as exc:
-        raise ReportError(f"scenario {path} is not valid YAML: {exc}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
-        raise ReportError(f"scenario {path} must be a mapping of parameter name to value, got {type(data).__name__}")
-    return data
+        raise ReportError(f"{origin} is not valid YAML: {exc}") from None
+    except ParameterError as exc:
+        raise ReportError(str(exc)) from None
 
 
 def notebook_parameters(path: Path) -> dict[str, dict[str, Any]]:
@@ -217,17 +242,35 @@ def notebook_parameters(path: Path) -> dict[str, dict[str, Any]]:
     return dict(papermill.inspect_notebook(str(path)))
 
 
-def parse_override(value: str) -> Any:
-    """Parse a ``-p`` value as YAML.
+def parse_override(value: str, *, name: str = "") -> Any:
+    """Parse a ``-p`` value as YAML, admitting only plain values.
 
     ``"[512, 2048]"`` → list, ``"true"`` → bool, ``"5000"`` → int, ``"h100-sxm"`` → str.
 
-    Text that is not valid YAML is kept as the string itself.
+    Text that is not valid YAML is kept as the string itself. The value goes through
+    :func:`~budgetlab.notebook.untrusted.load_untrusted_yaml`: a YAML tag (``!!set``,
+    ``!!binary``, ``!!python/object``), aliases that expand past the limits, deep nesting or
+    oversized text are refused.
+
+    Parameters
+    ----------
+    value : str
+        The text after ``-p NAME``.
+    name : str
+        The parameter, named in a refusal.
+
+    Raises
+    ------
+    ReportError
+        The value breaks a rule of :mod:`~budgetlab.notebook.untrusted` (the message names it).
     """
     try:
-        return yaml.safe_load(value)
-    except yaml.YAMLError:
-        return value
+        try:
+            return load_untrusted_yaml(value, name=name, origin="-p")
+        except yaml.YAMLError:
+            return admit_value(name, value, origin="-p")
+    except ParameterError as exc:
+        raise ReportError(str(exc)) from None
 
 
 def notebook_title(path: Path) -> str:
@@ -265,7 +308,9 @@ def plan(
         Names to render (see :func:`select_notebooks`, :func:`select_scenarios`); all when
         omitted or empty.
     overrides : mapping, optional
-        Parameter values applied to every selected notebook that declares them.
+        Parameter values applied to every selected notebook that declares them; admitted by
+        :func:`~budgetlab.notebook.untrusted.admit_parameters` (plain types, bounded sizes; a
+        path becomes its string).
     **folders
         ``notebooks_dir``, ``params_dir``, ``out_dir`` (see :class:`Folders`).
 
@@ -278,10 +323,13 @@ def plan(
     ------
     ReportError
         Unknown notebook or scenario, a scenario key or ``-p`` name that no notebook declares,
-        or an attempt to set ``results_path``.
+        an attempt to set ``results_path``, or a value the admission refuses.
     """
     notebooks_dir, params_dir, out_dir = resolve_folders(**folders)
-    overrides = dict(overrides or {})
+    try:
+        overrides = admit_parameters(overrides or {}, origin="overrides")
+    except ParameterError as exc:
+        raise ReportError(str(exc)) from None
 
     available = find_notebooks(notebooks_dir)
     scenario_files = find_scenarios(params_dir)
