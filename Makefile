@@ -69,12 +69,15 @@ test-wheel:
 	$(WHEEL_VENV)/bin/python -m pip install --quiet "$$(ls $(WHEEL_VENV)/dist/budgetlab-*.whl)[test]"
 	BUDGETLAB_EXPECT_INSTALLED=1 PYTHONSAFEPATH=1 $(WHEEL_VENV)/bin/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
-# The default reports: every notebook in the seeds' scenario (two to three minutes on two cores).
+# The default reports: every notebook in the seeds' scenario: seven to ten minutes on two cores
+# (9.3 and 10.0 min measured with the cores shared); progress is printed as reports start and
+# finish, and every 30 s which are still running.
 DEFAULT_SCENARIO := h100-llama-3.1-8b
 reports: $(STAMP)
 	$(BIN)/python -m budgetlab.reports --scenario $(DEFAULT_SCENARIO) $(ARGS)
 
-# Every notebook x every scenario in notebooks/params/ (about ten minutes on two cores).
+# Every notebook x every scenario in notebooks/params/ (four scenarios: about four times as
+# long as `make reports`, half an hour or more on two cores).
 reports-all: $(STAMP)
 	$(BIN)/python -m budgetlab.reports $(ARGS)
 

@@ -350,14 +350,22 @@ def cli_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, str, Pa
 @pytest.mark.notebook
 def test_render_writes_four_offline_files(tmp_path: Path) -> None:
     seen: list[reports.ReportOutcome] = []
+    starts: list[reports.Job] = []
+    beats: list[dict[str, float]] = []
     outcomes = reports.render(
         [CHARTS],
         overrides={"slope": 3.0},
         notebooks_dir=FIXTURES,
         out_dir=tmp_path,
+        on_start=starts.append,
         on_report=seen.append,
+        on_running=lambda running: beats.append(dict(running)),
+        running_every_s=0.5,
     )
     assert [o.name for o in outcomes] == [f"small/{CHARTS}"] == [o.name for o in seen]
+    assert [job.notebook for job in starts] == [CHARTS]
+    assert beats and all(set(beat) == {f"small/{CHARTS}"} for beat in beats)  # what runs, how long [s]
+    assert [beat[f"small/{CHARTS}"] for beat in beats] == sorted(beat[f"small/{CHARTS}"] for beat in beats)
     (outcome,) = outcomes
     assert outcome.ok, outcome.error
     assert outcome.error is None and outcome.seconds > 0
@@ -387,9 +395,9 @@ def test_render_writes_four_offline_files(tmp_path: Path) -> None:
     assert "Fixture: two charts" in handout  # markdown kept
 
     index = (tmp_path / "index.html").read_text()
-    assert f'href="small/{CHARTS}.html"' in index
-    assert f'href="small/{CHARTS}-handout.html"' in index
-    assert f'href="small/{CHARTS}.results.json"' in index
+    assert f'href="./small/{CHARTS}.html"' in index
+    assert f'href="./small/{CHARTS}-handout.html"' in index
+    assert f'href="./small/{CHARTS}.results.json"' in index
     assert cdn_problems(index) == [] and "<script" not in index
 
 
@@ -400,8 +408,12 @@ def test_failing_notebook_exits_1_and_the_other_still_renders(cli_run) -> None:
     # the failure is named with its exception, not a traceback
     assert f"FAILED small/{FAILS}: ValueError: budget_tokens must be positive, got -5" in stderr
     assert "Traceback" not in stdout + stderr
-    # one progress line per report, then the summary table
-    assert re.search(rf"\[\d/2\] small/{CHARTS}\s+\d+\.\d s\s+ok", stdout)
+    # a line when each report starts and one when it is finished (with the time since the
+    # command started), then the summary table
+    for name in (CHARTS, FAILS):
+        assert re.search(rf"^\s+small/{name}\s+started  \(\d+:\d\d elapsed\)$", stdout, re.MULTILINE), stdout
+    assert stdout.index(f"small/{CHARTS}") < stdout.index(f"] small/{CHARTS}")  # started before finished
+    assert re.search(rf"\[\d/2\] small/{CHARTS}\s+\d+\.\d s\s+ok\s+\(\d+:\d\d elapsed\)", stdout)
     assert re.search(rf"\[\d/2\] small/{FAILS}\s+\d+\.\d s\s+FAILED", stdout)
     assert re.search(rf"small\s+{FAILS}\s+\d+\.\d\s+FAILED", stdout)
     assert "1 ok, 1 failed" in stdout
@@ -535,8 +547,7 @@ def test_publishing_a_report_waits_for_the_folder_lock(tmp_path: Path) -> None:
     the first has moved all of its own, so the folder holds one render's files, not a mix."""
     import threading
 
-    from budgetlab.notebook.index import locked
-    from budgetlab.notebook.render import _publish
+    from budgetlab.notebook.index import locked, publish_report
 
     staging, folder = tmp_path / "staging", tmp_path / "out"
     staging.mkdir()
@@ -547,7 +558,7 @@ def test_publishing_a_report_waits_for_the_folder_lock(tmp_path: Path) -> None:
     places = {key: folder / path.name for key, path in staged.items()}
     for path in places.values():
         path.write_text("old", encoding="utf-8")
-    mover = threading.Thread(target=_publish, args=(staged, places), kwargs={"stale": {}, "lock_dir": tmp_path})
+    mover = threading.Thread(target=publish_report, args=(staged, places), kwargs={"stale": {}, "lock_dir": tmp_path})
     with locked(tmp_path):  # another render is moving its files
         mover.start()
         mover.join(timeout=1.0)
@@ -601,7 +612,7 @@ def test_ctrl_c_during_a_render_keeps_the_earlier_report(tmp_path: Path) -> None
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     deadline = time.monotonic() + 120
-    while not [p for p in folder.iterdir() if p.name.startswith(f".{CHARTS}.")]:  # its staging folder
+    while not [p for p in folder.iterdir() if p.name.startswith(f".budgetlab-staging-{CHARTS}.")]:  # its staging
         assert run.poll() is None and time.monotonic() < deadline, "the render never started"
         time.sleep(0.05)
     time.sleep(1.0)  # the kernel is starting or running

@@ -6,7 +6,12 @@ the notebooks' folder), several at a time with ``jobs``; HTML is rendered by two
 exporters with the ``offline`` template in ``budgetlab/notebook/templates`` (see
 :mod:`budgetlab.notebook.altair_setup` for how charts get there), the Vega bundle inlined once
 per page. A failing notebook is reported in its :class:`ReportOutcome`; the others still render.
-Finally the reports index is updated (:func:`budgetlab.notebook.index.write_index`).
+
+Each report is written into a staging folder and published, as soon as it is finished, together
+with its entry in the reports index (:func:`budgetlab.notebook.index.publish_report`): after
+SIGINT or SIGTERM at any moment every report and its entry are either as before or wholly new
+(:mod:`budgetlab.notebook.publish`), and a file that cannot be written stops the render with one
+:class:`~budgetlab.notebook.plan.ReportError`, publishing nothing half-written.
 """
 
 from __future__ import annotations
@@ -14,11 +19,11 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import errno
 import functools
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -29,7 +34,7 @@ from pathlib import Path
 from typing import Any, Unpack
 
 from budgetlab.notebook.handout import find_chromium, handout_notebook, print_pdf
-from budgetlab.notebook.index import locked, write_index
+from budgetlab.notebook.index import publish_report
 from budgetlab.notebook.plan import (
     RESULTS_PARAMETER,
     Folders,
@@ -39,10 +44,19 @@ from budgetlab.notebook.plan import (
     plan,
     resolve_folders,
 )
+from budgetlab.notebook.publish import (
+    LEGACY_LOCK,
+    RenderInterrupted,
+    Staging,
+    remove_stale_staging,
+    stop_on_signals,
+    write_atomically,
+)
 
 __all__ = [
     "KERNEL_NAME",
     "TEMPLATES_DIR",
+    "RenderInterrupted",
     "ReportOutcome",
     "check_writable",
     "make_exporters",
@@ -151,7 +165,7 @@ def _export(exporter: Any, nb: Any, path: Path, *, title: str, scenario: str, pa
         "budgetlab_report": {"scenario": scenario, "parameters": shown},
     }
     body, _ = exporter.from_notebook_node(nb, resources=resources)
-    path.write_text(body, encoding="utf-8")
+    write_atomically(path, body)  # a full disk leaves no truncated page behind
 
 
 # --------------------------------------------------------------------------------------------
@@ -189,6 +203,18 @@ def _relative_results_path(nb: Any, staged: Path, name: str) -> None:
             cell.source = cell.source.replace(repr(str(staged)), repr(name)).replace(str(staged), name)
 
 
+class _WriteFailed(Exception):
+    """A report's files could not be written (an ``OSError``): the whole render stops."""
+
+    def __init__(self, folder: Path, exc: OSError) -> None:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        super().__init__(
+            f"cannot write reports into {folder}/: {reason}; nothing half-written was published "
+            "(reports that finished before stay, each with its index entry). "
+            "Fix: free disk space or make the folder writable, then run again"
+        )
+
+
 def _run_job(
     job: Job,
     *,
@@ -200,7 +226,23 @@ def _run_job(
     chromium: str | None = None,
     lock_dir: Path,
     cancelled: threading.Event | None = None,
-) -> ReportOutcome:
+    started: Callable[[Job], None] | None = None,
+    title: str = "",
+    overrides: Mapping[str, Any] | None = None,
+) -> ReportOutcome | None:
+    """Render one job in a staging folder and publish it with its index entry; ``None`` when
+    the render was cancelled first (nothing of it is kept).
+
+    Raises
+    ------
+    _WriteFailed
+        When a file could not be written (nothing of this report is published).
+    """
+    cancelled = cancelled or threading.Event()
+    if cancelled.is_set():
+        return None
+    if started is not None:
+        started(job)
     start = time.perf_counter()
     final = {
         "ipynb": job.out_dir / f"{job.notebook}.ipynb",
@@ -212,85 +254,52 @@ def _run_job(
     failed = {
         key: path.with_name(f"{job.notebook}.failed{path.name[len(job.notebook) :]}") for key, path in final.items()
     }
-    job.out_dir.mkdir(parents=True, exist_ok=True)
-    # everything is written to a staging folder and moved into place only when the render
-    # succeeded: a failed (or interrupted) render never replaces an earlier good report
-    staging = Path(tempfile.mkdtemp(prefix=f".{job.notebook}.", dir=job.out_dir))
-    staged = {key: staging / path.name for key, path in final.items()}
-    try:  # the staging folder goes in the end, also on Ctrl-C
-        error = _execute_and_export(
-            job,
-            staged,
-            results_name=final["results"].name,
-            cwd=cwd,
-            exporters=exporters,
-            export_lock=export_lock,
-            kernel_name=kernel_name,
-            cell_timeout_s=cell_timeout_s,
-            chromium=chromium,
-            cancelled=cancelled,
-        )
-        interrupted = cancelled is not None and cancelled.is_set()
-        if interrupted:  # Ctrl-C: nothing of this render is kept, the earlier report stays
-            error = "interrupted"
-        else:
-            ok = error is None
-            _publish(staged, final if ok else failed, stale=failed if ok else {}, lock_dir=lock_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    paths = final if error is None or interrupted else failed
-    return ReportOutcome(
-        notebook=job.notebook,
-        scenario=job.scenario,
-        ok=error is None,
-        seconds=time.perf_counter() - start,
-        ipynb_path=paths["ipynb"],
-        html_path=paths["html"],
-        handout_path=paths["handout"],
-        results_path=paths["results"],
-        parameters=dict(job.parameters),
-        error=error,
-        pdf_path=paths["pdf"] if paths["pdf"].exists() else None,
-    )
-
-
-@contextlib.contextmanager
-def _interrupt_deferred() -> Iterator[None]:
-    """Hold a Ctrl-C (SIGINT) that arrives inside the block until the block is done.
-
-    Only the main thread receives signals, so elsewhere this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    # everything is written to a staging folder and moved into place, with the index entry,
+    # only when the render finished: a failed render never replaces an earlier good report,
+    # an interrupted one keeps nothing
     try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if caught:
-        raise KeyboardInterrupt
-
-
-def _publish(
-    staged: Mapping[str, Path], places: Mapping[str, Path], *, stale: Mapping[str, Path], lock_dir: Path
-) -> None:
-    """Move a render's files into their places, all of them or none, one render at a time.
-
-    Under the folder's lock (:func:`~budgetlab.notebook.index.locked`), so two renders of the
-    same report that finish together leave the files of one of them, not a mix; a Ctrl-C is
-    held until the move is done. A file this render did not write is removed from its place
-    (no stale copy stays), and so are the ``stale`` paths (the ``.failed`` files of an earlier
-    render, once this one succeeded).
-    """
-    with locked(lock_dir), _interrupt_deferred():
-        for key, path in staged.items():
-            if path.exists():
-                os.replace(path, places[key])
-            else:
-                places[key].unlink(missing_ok=True)
-        for path in stale.values():
-            path.unlink(missing_ok=True)
+        job.out_dir.mkdir(parents=True, exist_ok=True)
+        staging = Staging(job.out_dir, job.notebook)
+    except OSError as exc:
+        raise _WriteFailed(job.out_dir, exc) from None
+    with staging:  # the staging folder goes in the end, also on an interrupt
+        staged = {key: staging.path / path.name for key, path in final.items()}
+        try:
+            error = _execute_and_export(
+                job,
+                staged,
+                results_name=final["results"].name,
+                cwd=cwd,
+                exporters=exporters,
+                export_lock=export_lock,
+                kernel_name=kernel_name,
+                cell_timeout_s=cell_timeout_s,
+                chromium=chromium,
+                cancelled=cancelled,
+            )
+            if cancelled.is_set():
+                return None
+            places = final if error is None else failed
+            outcome = ReportOutcome(
+                notebook=job.notebook,
+                scenario=job.scenario,
+                ok=error is None,
+                seconds=time.perf_counter() - start,
+                ipynb_path=places["ipynb"],
+                html_path=places["html"],
+                handout_path=places["handout"],
+                results_path=places["results"],
+                parameters=dict(job.parameters),
+                error=error,
+                pdf_path=places["pdf"] if staged["pdf"].is_file() else None,
+            )
+            stale = failed if error is None else {}
+            published = publish_report(
+                staged, places, stale=stale, lock_dir=lock_dir, index=(outcome, title, overrides), cancelled=cancelled
+            )
+        except OSError as exc:
+            raise _WriteFailed(job.out_dir, exc) from None
+    return outcome if published else None
 
 
 def _execute_and_export(
@@ -337,6 +346,10 @@ def _execute_and_export(
             # manager lets render() interrupt them itself (_interrupt_kernels)
             kernel_manager_class=_interruptible_kernel_manager(),
         )
+    except OSError as exc:
+        if _is_write_error(exc, ipynb.parent):
+            raise  # the render stops: the staging folder cannot be written
+        error = _error_message(exc)
     except Exception as exc:  # any failure is reported, the others still render
         error = _error_message(exc)
     if cancelled is not None and cancelled.is_set():
@@ -346,7 +359,7 @@ def _execute_and_export(
         try:
             nb = nbformat.read(ipynb, as_version=4)
             _relative_results_path(nb, staged["results"], results_name)
-            nbformat.write(nb, ipynb)
+            write_atomically(ipynb, nbformat.writes(nb))
             title = notebook_title(job.input_path) or job.notebook
             with export_lock:
                 for exporter, path, suffix, source in (
@@ -355,14 +368,20 @@ def _execute_and_export(
                 ):
                     page_title = f"{title} · {job.scenario}{suffix}"
                     _export(exporter, source, path, title=page_title, scenario=job.scenario, parameters=job.parameters)
+        except OSError:
+            raise  # our own writes (write_atomically): the render stops
         except Exception as exc:  # a failed export is reported like a failed cell
             error = error or f"rendering HTML failed: {_error_message(exc)}"
     elif error is None:
         error = "papermill wrote no notebook"
-    if error is None and chromium is not None:
+    if error is None and chromium is not None and not (cancelled is not None and cancelled.is_set()):
         try:
-            print_pdf(handout_html, staged["pdf"], chromium=chromium)
-        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            print_pdf(handout_html, staged["pdf"], chromium=chromium, cancelled=cancelled)
+        except OSError as exc:
+            if _is_write_error(exc, ipynb.parent):
+                raise
+            error = f"printing the handout PDF failed: {_error_message(exc)}"
+        except (RuntimeError, subprocess.SubprocessError) as exc:
             error = f"printing the handout PDF failed: {_error_message(exc)}"
 
     return error
@@ -395,16 +414,29 @@ def _interruptible_kernel_manager() -> type:
     return InterruptibleKernelManager
 
 
-def _interrupt_kernels() -> None:
-    """Send SIGINT to every kernel a render started, as Ctrl-C in a notebook would: the cell
-    running stops, so does the notebook."""
+def _interrupt_kernels(signum: int = signal.SIGINT, *, skip: set[int] | None = None) -> set[int]:
+    """Send ``signum`` to every kernel a render started (SIGINT, as Ctrl-C in a notebook: the
+    cell running stops, so does the notebook; SIGKILL to end it now), except the ``skip`` pids;
+    the pids signalled."""
     with _KERNELS_LOCK:
         managers = list(_KERNELS)
+    sent: set[int] = set()
     for manager in managers:
         pid = getattr(getattr(manager, "provisioner", None), "pid", None)
-        if pid:
+        if pid and pid not in (skip or set()):
             with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGINT)
+                os.kill(pid, signum)
+                sent.add(pid)
+    return sent
+
+
+def _is_write_error(exc: OSError, staging: Path) -> bool:
+    """Whether an ``OSError`` is about writing reports (a full disk, a read-only or vanished
+    folder, a file in the staging folder), not, say, a kernel that could not start."""
+    if exc.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EIO):
+        return True
+    names = [str(name) for name in (exc.filename, exc.filename2) if name]
+    return any(os.path.abspath(name).startswith(os.path.abspath(staging) + os.sep) for name in names)
 
 
 def check_writable(folders: Sequence[Path]) -> None:
@@ -428,7 +460,7 @@ def check_writable(folders: Sequence[Path]) -> None:
             ) from None
 
 
-def _in_worker_thread(run: Callable[[Job], ReportOutcome], job: Job) -> ReportOutcome:
+def _in_worker_thread(run: Callable[[Job], ReportOutcome | None], job: Job) -> ReportOutcome | None:
     # papermill drives the kernel through an event loop per thread (jupyter_core's run_sync);
     # close this thread's loop afterwards, or it leaks sockets when the pool's threads end.
     try:
@@ -453,11 +485,14 @@ def render(
     kernel_name: str = KERNEL_NAME,
     cell_timeout_s: float | None = 600.0,
     on_plan: Callable[[Sequence[Job]], None] | None = None,
+    on_start: Callable[[Job], None] | None = None,
     on_report: Callable[[ReportOutcome], None] | None = None,
+    on_running: Callable[[Mapping[str, float]], None] | None = None,
+    running_every_s: float = 30.0,
     pdf: bool = True,
     **folders: Unpack[Folders],
 ) -> list[ReportOutcome]:
-    """Execute and render every selected notebook × scenario; update the index.
+    """Execute and render every selected notebook × scenario, each published with its index entry.
 
     Parameters
     ----------
@@ -472,14 +507,22 @@ def render(
     on_plan : callable, optional
         Called with the planned jobs (:func:`~budgetlab.notebook.plan.plan`) before any kernel
         starts, when there are any.
+    on_start : callable, optional
+        Called with each :class:`~budgetlab.notebook.plan.Job` when its render starts.
     on_report : callable, optional
-        Called with each :class:`ReportOutcome` as soon as it is finished.
+        Called with each :class:`ReportOutcome` as soon as it is finished and published.
+    on_running : callable, optional
+        Called every ``running_every_s`` seconds [s] while reports are rendering, with how long
+        each has been running [s] by ``scenario/notebook``.
     pdf : bool
         Also print each handout to ``<notebook>-handout.pdf`` with headless Chromium
         (:mod:`budgetlab.notebook.handout`); skipped when no Chromium is installed.
     **folders
         ``notebooks_dir`` (also the kernels' working directory), ``params_dir``, ``out_dir``
         (see :class:`~budgetlab.notebook.plan.Folders`).
+
+    Every callback runs in the calling thread. Staging folders that interrupted or killed
+    renders left (:func:`~budgetlab.notebook.publish.remove_stale_staging`) are removed first.
 
     Returns
     -------
@@ -490,10 +533,13 @@ def render(
     ------
     ReportError
         See :func:`~budgetlab.notebook.plan.plan`; also when an output folder cannot be written
-        (checked before any kernel starts).
-    KeyboardInterrupt
-        On Ctrl-C: the running notebooks are interrupted at their current cell and nothing of
-        theirs is kept; earlier reports and the index stay as they were.
+        (checked before any kernel starts), or a file cannot be written later (a full disk, a
+        folder made read-only): then nothing half-written is published.
+    RenderInterrupted
+        On SIGINT (Ctrl-C) or SIGTERM, in the main thread: the running notebooks are
+        interrupted at their current cell (a second signal kills their kernels), a Chromium
+        printing is killed, nothing of theirs is kept, and this is raised once everything is
+        tidy. Each report and its index entry are then either as before or wholly new.
     """
     notebooks_dir, params_dir, out_dir = resolve_folders(**folders)
     work = plan(
@@ -507,51 +553,143 @@ def render(
     if not work:
         return []
     check_writable(sorted({job.out_dir for job in work}))
-    if on_plan:
-        on_plan(work)
+    cancelled = threading.Event()
+    with stop_on_signals(cancelled) as received:  # from here on a signal stops the render tidily
+        for folder in sorted({job.out_dir for job in work}):
+            remove_stale_staging(folder)
+        with contextlib.suppress(OSError):
+            (out_dir / LEGACY_LOCK).unlink(missing_ok=True)  # the lock file earlier versions left
+        if on_plan:
+            on_plan(work)
+        outcomes, failure = _render_jobs(
+            work,
+            cancelled=cancelled,
+            received=received,
+            notebooks_dir=notebooks_dir,
+            out_dir=out_dir,
+            overrides=overrides,
+            kernel_name=kernel_name,
+            cell_timeout_s=cell_timeout_s,
+            jobs=jobs,
+            pdf=pdf,
+            on_start=on_start,
+            on_report=on_report,
+            on_running=on_running,
+            running_every_s=running_every_s,
+        )
+    if received:
+        raise RenderInterrupted(received[0])
+    if failure is not None:
+        raise failure
+    return outcomes
 
+
+def _render_jobs(
+    work: Sequence[Job],
+    *,
+    cancelled: threading.Event,
+    received: Sequence[int],
+    notebooks_dir: Path,
+    out_dir: Path,
+    overrides: Mapping[str, Any] | None,
+    kernel_name: str,
+    cell_timeout_s: float | None,
+    jobs: int,
+    pdf: bool,
+    on_start: Callable[[Job], None] | None,
+    on_report: Callable[[ReportOutcome], None] | None,
+    on_running: Callable[[Mapping[str, float]], None] | None,
+    running_every_s: float,
+) -> tuple[list[ReportOutcome], BaseException | None]:
+    """:func:`render`'s work once planned: the outcomes in plan order, and the error that
+    stopped it (``None`` when nothing did); ``cancelled`` stops it, ``received`` lists the
+    signals that did."""
     # build the bundle while the first kernels start
     threading.Thread(target=vega_bundle, name="vega-bundle", daemon=True).start()
     exporters = make_exporters()
-    lock = threading.Lock()
-    cancelled = threading.Event()
+    running: dict[str, float] = {}  # scenario/notebook -> start [perf_counter s], set by workers
+    running_lock = threading.Lock()
+
+    def started(job: Job) -> None:
+        with running_lock:
+            running[f"{job.scenario}/{job.notebook}"] = time.perf_counter()
+
     run = functools.partial(
         _run_job,
         cwd=notebooks_dir,
         exporters=exporters,
-        export_lock=lock,
+        export_lock=threading.Lock(),
         kernel_name=kernel_name,
         cell_timeout_s=cell_timeout_s,
         chromium=find_chromium() if pdf else None,
         lock_dir=out_dir,
         cancelled=cancelled,
+        started=started,
+        overrides=dict(overrides or {}),
     )
-    outcomes: dict[int, ReportOutcome] = {}
-    with _working_directory(notebooks_dir):
-        if jobs <= 1:
-            for i, job in enumerate(work):
-                outcomes[i] = run(job)
-                if on_report:
-                    on_report(outcomes[i])
-        else:
-            pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
-            try:
-                futures = {pool.submit(_in_worker_thread, run, job): i for i, job in enumerate(work)}
-                for future in concurrent.futures.as_completed(futures):
-                    i = futures[future]
-                    outcomes[i] = future.result()
-                    if on_report:
-                        on_report(outcomes[i])
-            except KeyboardInterrupt:
-                # the running notebooks stop at their current cell and keep nothing
-                cancelled.set()
-                _interrupt_kernels()
-                raise
-            finally:
-                # on Ctrl-C, start no further notebook (the running kernels get the SIGINT too)
-                pool.shutdown(wait=True, cancel_futures=True)
+    by_name = {f"{job.scenario}/{job.notebook}": job for job in work}
+    announced: set[str] = set()
 
-    ordered = [outcomes[i] for i in range(len(work))]
-    titles = {job.notebook: notebook_title(job.input_path) for job in work}
-    write_index(out_dir, ordered, titles=titles, overrides=dict(overrides or {}))
-    return ordered
+    def announce(name: str) -> None:
+        if name not in announced:
+            announced.add(name)
+            if on_start and not cancelled.is_set():
+                on_start(by_name[name])
+
+    outcomes: dict[int, ReportOutcome] = {}
+    failure: BaseException | None = None
+    with _working_directory(notebooks_dir):
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs))
+        try:
+            futures = {
+                pool.submit(_in_worker_thread, functools.partial(run, title=notebook_title(job.input_path)), job): i
+                for i, job in enumerate(work)
+            }
+            pending = set(futures)
+            interrupted: set[int] = set()
+            killed = False
+            next_beat = time.perf_counter() + running_every_s
+            while pending:
+                done, pending = concurrent.futures.wait(pending, timeout=0.2, return_when="FIRST_COMPLETED")
+                for future in done:
+                    try:
+                        outcome = future.result()
+                    except concurrent.futures.CancelledError:
+                        continue
+                    except _WriteFailed as exc:
+                        failure = failure or ReportError(str(exc))
+                        cancelled.set()
+                        continue
+                    except Exception as exc:  # a bug: stop the others, then raise it
+                        failure = failure or exc
+                        cancelled.set()
+                        continue
+                    if outcome is not None:
+                        outcomes[futures[future]] = outcome
+                        announce(outcome.name)  # when it started and finished within one wait
+                        with running_lock:
+                            running.pop(outcome.name, None)
+                        if on_report:
+                            on_report(outcome)
+                with running_lock:
+                    new = [name for name in running if name not in announced]
+                for name in new:
+                    announce(name)
+                if cancelled.is_set():
+                    for future in pending:
+                        future.cancel()  # those not started yet never start
+                    # SIGINT to every kernel (also one that started since), SIGKILL on a second signal
+                    interrupted |= _interrupt_kernels(skip=interrupted)
+                    if len(received) > 1 and not killed:
+                        killed = bool(_interrupt_kernels(signal.SIGKILL))
+                elif on_running and time.perf_counter() >= next_beat:
+                    next_beat = time.perf_counter() + running_every_s
+                    with running_lock:
+                        now = time.perf_counter()
+                        busy = {name: now - since for name, since in running.items()}
+                    if busy:
+                        on_running(busy)
+        finally:
+            cancelled.set()  # whatever ends the loop, no further notebook starts
+            pool.shutdown(wait=True, cancel_futures=True)
+    return [outcomes[i] for i in range(len(work)) if i in outcomes], failure

@@ -37,9 +37,21 @@ parameters → jobs), :mod:`budgetlab.notebook.render` (papermill and nbconvert,
 at a time with ``--jobs``) and :mod:`budgetlab.notebook.index` (the index pages); their public
 names are re-exported here.
 
+Progress: a line when each report starts, one when it is finished (with the time since the
+command started), and every 30 s the reports still running with how long each has run. Every
+name, path and message printed goes through :func:`terminal_safe` first, so a file or scenario
+name cannot send escape sequences to the terminal.
+
+Ctrl-C (SIGINT) and SIGTERM stop the running notebooks at their current cell and keep nothing
+of them; every report and its index entry are then either as before or wholly new, and no
+staging folder stays (exit status 130 or 143). A file that cannot be written part-way (a full
+disk, a folder made read-only) stops the run with one ``error:`` line, publishing nothing
+half-written.
+
 Exit status: 0 when every report rendered, 1 when a notebook failed (the others still render),
-2 for a command-line or scenario error, or when there is nothing to render (no notebooks or no
-scenarios found).
+2 for a command-line or scenario error, when there is nothing to render (no notebooks or no
+scenarios found), or when reports could not be written; 128 + the signal's number when stopped
+by SIGINT or SIGTERM.
 """
 
 from __future__ import annotations
@@ -47,9 +59,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from budgetlab.notebook.altair_setup import use_offline_renderer
@@ -69,6 +82,7 @@ from budgetlab.notebook.plan import (
     select_notebooks,
     select_scenarios,
 )
+from budgetlab.notebook.publish import RenderInterrupted
 from budgetlab.notebook.render import ReportOutcome, make_exporters, render, vega_bundle
 
 __all__ = [
@@ -89,6 +103,7 @@ __all__ = [
     "render",
     "select_notebooks",
     "select_scenarios",
+    "terminal_safe",
     "use_offline_renderer",
     "vega_bundle",
     "write_index",
@@ -143,8 +158,31 @@ def _parser() -> argparse.ArgumentParser:
         default=min(4, os.cpu_count() or 1),
         help="notebooks executed at once (default: %(default)s)",
     )
+    p.add_argument("--no-pdf", action="store_true", help="skip printing the handouts to PDF (faster)")
     p.add_argument("--list", action="store_true", help="list notebooks, their parameters and scenarios")
     return p
+
+
+# C0 and C1 control characters (ESC, BEL, CSI, OSC ...), DEL, and the bidirectional overrides
+# that reorder what a terminal shows
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: object) -> str:
+    """``str(text)`` with every control character written out as an escape (``\\x1b``,
+    ``\\n``, ``\\u202e``), so that what reaches the terminal is only what it shows.
+
+    Every name, path and message the command prints passes through here: a file named
+    ``"\\x1b]0;owned\\x07.yaml"`` prints as ``\\x1b]0;owned\\x07.yaml``, sending no sequence.
+    """
+
+    return _UNSAFE.sub(lambda match: repr(match.group(0))[1:-1], str(text))
+
+
+def _clock(seconds: float) -> str:
+    """``m:ss`` (``1:05``)."""
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes}:{rest:02d}"
 
 
 DEFAULT_SCENARIO = "h100-llama-3.1-8b"
@@ -157,16 +195,17 @@ def _list(notebooks_dir: Path, params_dir: Path) -> None:
 
     notebooks = find_notebooks(notebooks_dir)
     scenarios = find_scenarios(params_dir)
-    print(f"Notebooks in {notebooks_dir}/:" if notebooks else f"No notebooks in {notebooks_dir}/.")
+    safe = terminal_safe
+    print(f"Notebooks in {safe(notebooks_dir)}/:" if notebooks else f"No notebooks in {safe(notebooks_dir)}/.")
     for name, path in notebooks.items():
         params = {k: v for k, v in notebook_parameters(path).items() if k != RESULTS_PARAMETER}
-        print(f"  {name}" + ("" if params else "  (no parameters)"))
+        print(f"  {safe(name)}" + ("" if params else "  (no parameters)"))
         for key, info in params.items():
             help_text = f"  # {info['help']}" if info.get("help") else ""
-            print(f"      {key}: {info.get('inferred_type_name') or '?'} = {info.get('default')}{help_text}")
-    print(f"Scenarios in {params_dir}/:" if scenarios else f"No scenarios in {params_dir}/.")
+            print(safe(f"      {key}: {info.get('inferred_type_name') or '?'} = {info.get('default')}{help_text}"))
+    print(f"Scenarios in {safe(params_dir)}/:" if scenarios else f"No scenarios in {safe(params_dir)}/.")
     for name in scenarios:
-        print(f"  {name}" + ("  (the default with -p and no -s)" if name == DEFAULT_SCENARIO else ""))
+        print(f"  {safe(name)}" + ("  (the default with -p and no -s)" if name == DEFAULT_SCENARIO else ""))
     print(f"GPUs (-p hardware NAME): {', '.join(list_hardware())}")
     print(f"Models (-p model NAME): {', '.join(list_models())}")
 
@@ -185,7 +224,7 @@ def cli_syntax(message: str) -> str:
 def _check_override(name: str, text: str) -> None:
     """Refuse a ``-p`` value that starts like a YAML list or mapping but does not parse."""
     stripped = text.strip()
-    if stripped[:1] in "[{" and isinstance(parse_override(text), str):
+    if stripped[:1] in "[{" and isinstance(parse_override(text, name=name), str):
         raise ReportError(
             f'-p {name} {text!r} is not valid YAML; write a list like -p {name} "[512, 2048]" '
             "(quote the whole value in the shell)"
@@ -193,26 +232,27 @@ def _check_override(name: str, text: str) -> None:
 
 
 def _print_summary(outcomes: Sequence[ReportOutcome], elapsed_s: float, index: Path) -> None:
-    w_s = max([len("scenario")] + [len(o.scenario) for o in outcomes])
-    w_n = max([len("notebook")] + [len(o.notebook) for o in outcomes])
+    rows = [(terminal_safe(o.scenario), terminal_safe(o.notebook), o) for o in outcomes]
+    w_s = max([len("scenario")] + [len(scenario) for scenario, _, _ in rows])
+    w_n = max([len("notebook")] + [len(notebook) for _, notebook, _ in rows])
     print()
     print(f"{'scenario':<{w_s}}  {'notebook':<{w_n}}  {'seconds':>7}  status")
     print(f"{'-' * w_s}  {'-' * w_n}  {'-' * 7}  ------")
-    for o in outcomes:
-        print(f"{o.scenario:<{w_s}}  {o.notebook:<{w_n}}  {o.seconds:7.1f}  {o.status}")
+    for scenario, notebook, o in rows:
+        print(f"{scenario:<{w_s}}  {notebook:<{w_n}}  {o.seconds:7.1f}  {o.status}")
     failed = [o for o in outcomes if not o.ok]
     print(
         f"\n{len(outcomes)} report{'s' * (len(outcomes) != 1)}: {len(outcomes) - len(failed)} ok, "
-        f"{len(failed)} failed, in {elapsed_s:.1f} s. Index: {index}"
+        f"{len(failed)} failed, in {elapsed_s:.1f} s. Index: {terminal_safe(index)}"
     )
 
 
 def _nothing_to_render(notebooks_dir: Path, params_dir: Path) -> str:
     """Why :func:`plan` found no work, in one line."""
     if not find_notebooks(notebooks_dir):
-        return f"no notebooks (*.ipynb) in {notebooks_dir}/"
+        return f"no notebooks (*.ipynb) in {terminal_safe(notebooks_dir)}/"
     if not find_scenarios(params_dir):
-        return f"no scenarios (*.yaml) in {params_dir}/"
+        return f"no scenarios (*.yaml) in {terminal_safe(params_dir)}/"
     return "no notebook × scenario selected"
 
 
@@ -222,13 +262,13 @@ def _announce(work: Sequence[Job], out: Path, jobs: int) -> None:
     print(
         f"Rendering {total} report{'s' * (total != 1)} "
         f"({len({j.notebook for j in work})} notebooks × {len({j.scenario for j in work})} "
-        f"scenarios) into {out}/ with {min(jobs, total)} kernel(s) at a time",
+        f"scenarios) into {terminal_safe(out)}/ with {min(jobs, total)} kernel(s) at a time",
         flush=True,
     )
     silent = sorted({j.notebook for j in work if RESULTS_PARAMETER not in j.parameters})
     if silent:
         print(
-            f"note: {', '.join(silent)} declare{'s' * (len(silent) == 1)} no {RESULTS_PARAMETER} "
+            f"note: {terminal_safe(', '.join(silent))} declare{'s' * (len(silent) == 1)} no {RESULTS_PARAMETER} "
             f"parameter, so no results JSON will be written for "
             f"{'it' if len(silent) == 1 else 'them'}"
         )
@@ -244,10 +284,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for name, value in args.parameter:
             _check_override(name, value)
+        overrides = {name: parse_override(value, name=name) for name, value in args.parameter}
     except ReportError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {terminal_safe(exc)}", file=sys.stderr)
         return 2
-    overrides = {name: parse_override(value) for name, value in args.parameter}
     total = done = 0
 
     def announce(work: Sequence[Job]) -> None:
@@ -255,14 +295,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         total = len(work)
         _announce(work, args.out, args.jobs)
 
+    start = time.perf_counter()
+
     def progress(o: ReportOutcome) -> None:
         nonlocal done
         done += 1
-        tail = f"  {cli_syntax(o.error)}" if o.error else ""
+        tail = f"  {terminal_safe(cli_syntax(o.error))}" if o.error else ""
         counter = f"[{done:>{len(str(total))}}/{total}]"
-        print(f"{counter} {o.name:<48} {o.seconds:6.1f} s  {o.status}{tail}", flush=True)
+        elapsed = _clock(time.perf_counter() - start)
+        print(
+            f"{counter} {terminal_safe(o.name):<48} {o.seconds:6.1f} s  {o.status:<6}  ({elapsed} elapsed){tail}",
+            flush=True,
+        )
 
-    start = time.perf_counter()
+    def started(job: Job) -> None:
+        name = terminal_safe(f"{job.scenario}/{job.notebook}")
+        elapsed = _clock(time.perf_counter() - start)
+        print(f"{' ' * (2 * len(str(total)) + 3)} {name:<48} started  ({elapsed} elapsed)", flush=True)
+
+    def still_running(busy: Mapping[str, float]) -> None:
+        what = ", ".join(f"{terminal_safe(name)} {seconds:.0f} s" for name, seconds in busy.items())
+        print(f"... {_clock(time.perf_counter() - start)} elapsed, running: {what}", flush=True)
+
     try:
         notebooks_dir, params_dir, _ = resolve_folders(
             notebooks_dir=args.notebooks_dir, params_dir=args.params_dir, out_dir=args.out
@@ -283,12 +337,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             out_dir=args.out,
             jobs=args.jobs,
             on_plan=announce,
+            on_start=started,
             on_report=progress,
+            on_running=still_running,
+            pdf=not args.no_pdf,
         )
     except ReportError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {terminal_safe(exc)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except RenderInterrupted as exc:
+        print("interrupted" if exc.signum == signal.SIGINT else "terminated", file=sys.stderr)
+        return 128 + exc.signum
+    except KeyboardInterrupt:  # before or after the render (its own stop is above)
         print("interrupted", file=sys.stderr)
         return 130
     if not outcomes:
@@ -297,7 +357,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _print_summary(outcomes, time.perf_counter() - start, args.out / INDEX_HTML)
     failed = [o for o in outcomes if not o.ok]
     for o in failed:
-        print(f"FAILED {o.name}: {cli_syntax(o.error or '')} (partial notebook: {o.ipynb_path})", file=sys.stderr)
+        print(
+            terminal_safe(f"FAILED {o.name}: {cli_syntax(o.error or '')} (partial notebook: {o.ipynb_path})"),
+            file=sys.stderr,
+        )
     return 1 if failed else 0
 
 
