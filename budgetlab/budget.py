@@ -30,10 +30,10 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from budgetlab._checks import int_at_least, is_int, number_in, whole_array
+from budgetlab._checks import MAX_PROMPT_STEPS, MAX_TOKENS, at_most, int_at_least, is_int, number_in, whole_array
 from budgetlab.cost.inverse import bisect_largest
 from budgetlab.cost.protocol import CostModel
-from budgetlab.errors import NoBudgetMeetsTargetError
+from budgetlab.errors import NoBudgetMeetsTargetError, ParameterError
 from budgetlab.specs import Batch
 
 __all__ = [
@@ -118,12 +118,16 @@ def fill_step(
     KV-cache blocks, the third gate, are not modelled here; :mod:`budgetlab.admission` and the
     simulator add them.
     """
-    int_at_least("budget_tokens", budget_tokens, 1, what="a whole number of tokens >= 1")
+    int_at_least("budget_tokens", budget_tokens, 1, what="a whole number of tokens >= 1", maximum=MAX_TOKENS)
     int_at_least(
-        "long_prefill_token_threshold", long_prefill_token_threshold, 0, what="an int >= 0 (0 disables it) [tokens]"
+        "long_prefill_token_threshold",
+        long_prefill_token_threshold,
+        0,
+        what="an int >= 0 (0 disables it) [tokens]",
+        maximum=MAX_TOKENS,
     )
     if max_num_seqs is not None:
-        int_at_least("max_num_seqs", max_num_seqs, 1, what="an int >= 1 [requests], or None")
+        int_at_least("max_num_seqs", max_num_seqs, 1, what="an int >= 1 [requests], or None", maximum=MAX_TOKENS)
     for name, given in (
         ("running_remaining_tokens", running_remaining_tokens),
         ("waiting_remaining_tokens", waiting_remaining_tokens),
@@ -168,8 +172,8 @@ def prefill_tokens_left(*, budget_tokens: ArrayLike, num_decodes: ArrayLike) -> 
         A budget that is not a whole number of tokens >= 1, or a decode count that is not a
         whole number >= 0 (NaN, infinities, fractions, bools and strings included).
     """
-    budgets = whole_array("budget_tokens", budget_tokens, 1, what="whole numbers of tokens >= 1")
-    decodes = whole_array("num_decodes", num_decodes, 0, what="whole numbers of requests >= 0")
+    budgets = whole_array("budget_tokens", budget_tokens, 1, what="whole numbers of tokens >= 1", maximum=MAX_TOKENS)
+    decodes = whole_array("num_decodes", num_decodes, 0, what="whole numbers of requests >= 0", maximum=MAX_TOKENS)
     left = np.maximum(budgets - decodes, 0)
     return int(left) if left.ndim == 0 else left
 
@@ -186,6 +190,20 @@ def chunk_schedule(
     Steps are filled with :func:`fill_step`: the decoders (admitted earlier) first, the prompt
     last. ``budget_tokens=None`` means no budget: one chunk.
 
+    Every token count is at most 2**27 (:data:`~budgetlab._checks.MAX_TOKENS`, far past any
+    context window) and the prompt at most 2**20 chunks
+    (:data:`~budgetlab._checks.MAX_PROMPT_STEPS`): the list, and every function that prices
+    it step by step (:func:`ttft_s`, :func:`prompt_timeline`), stays in memory and in seconds.
+
+    Raises
+    ------
+    ParameterError
+        A count that is not a whole number in range, or a prompt that would take more than
+        :data:`~budgetlab._checks.MAX_PROMPT_STEPS` chunks (the message says which budget
+        would do).
+    ValueError
+        A budget that leaves no room for the prompt beside the decodes.
+
     Examples
     --------
     >>> chunk_schedule(budget_tokens=2048, num_decodes=100, prompt_tokens=5000)
@@ -193,11 +211,17 @@ def chunk_schedule(
     """
     check_scenario(num_decodes=num_decodes, prompt_tokens=prompt_tokens)
     threshold = int_at_least(
-        "long_prefill_token_threshold", long_prefill_token_threshold, 0, what="an int >= 0 (0 disables it) [tokens]"
+        "long_prefill_token_threshold",
+        long_prefill_token_threshold,
+        0,
+        what="an int >= 0 (0 disables it) [tokens]",
+        maximum=MAX_TOKENS,
     )
     if budget_tokens is None:
         return [prompt_tokens]
-    budget = int_at_least("budget_tokens", budget_tokens, 1, what="a whole number of tokens >= 1, or None")
+    budget = int_at_least(
+        "budget_tokens", budget_tokens, 1, what="a whole number of tokens >= 1, or None", maximum=MAX_TOKENS
+    )
     _check_budget_leaves_room(np.asarray(budget), num_decodes)
     # Closed form of fill_step's order, step after step: the decodes take one token each, the
     # prompt the rest (capped at the threshold when it is not alone), the same every step.
@@ -205,7 +229,22 @@ def chunk_schedule(
     if threshold > 0 and num_decodes > 0:
         chunk = min(chunk, threshold)
     full, last = divmod(prompt_tokens, chunk)
+    _check_steps(full + (1 if last else 0), chunk=chunk, prompt_tokens=prompt_tokens, num_decodes=num_decodes)
     return [chunk] * full + ([last] if last else [])
+
+
+def _check_steps(steps: int, *, chunk: int, prompt_tokens: int, num_decodes: int) -> None:
+    """:class:`~budgetlab.errors.ParameterError` when the prompt takes more than
+    :data:`~budgetlab._checks.MAX_PROMPT_STEPS` chunks of ``chunk`` tokens, naming a budget
+    that would do."""
+    bound = MAX_PROMPT_STEPS
+    if steps > bound.value:
+        enough = num_decodes + -(-prompt_tokens // int(bound.value))
+        raise ParameterError(
+            f"prompt_tokens={prompt_tokens:,} in chunks of {chunk:,} tokens (the budget_tokens left "
+            f"beside {num_decodes:,} decodes, or the long_prefill_token_threshold) takes {steps:,} steps; "
+            f"at most {bound.value:,} are priced ({bound.why}). A budget of {enough:,} tokens or more would do"
+        )
 
 
 def prompt_steps(
@@ -222,7 +261,7 @@ def prompt_steps(
     already cached, and the prompt's ``i``-th chunk, which attends to the chunks before it.
     Any cost model turns these into times; the idealized one only counts their tokens.
     """
-    int_at_least("decode_context_tokens", decode_context_tokens, 0, what="an int >= 0 [tokens]")
+    int_at_least("decode_context_tokens", decode_context_tokens, 0, what="an int >= 0 [tokens]", maximum=MAX_TOKENS)
     chunks = chunk_schedule(
         budget_tokens=budget_tokens,
         num_decodes=num_decodes,
@@ -260,6 +299,8 @@ def whole_budgets(budget_tokens: ArrayLike, num_decodes: int, *, name: str = "bu
     ``ValueError`` naming ``name`` and saying which (the check every budget sweep of the
     scenario makes). NaN, infinities, fractions, bools, strings and ``None`` are refused."""
     budgets = whole_array(name, budget_tokens, 1, what="whole numbers of tokens >= 1", error=ValueError)
+    if budgets.size:
+        at_most(name, int(budgets.max()), MAX_TOKENS, error=ValueError)
     _check_budget_leaves_room(budgets, num_decodes, name=name)
     return budgets
 
@@ -382,9 +423,18 @@ def budget_for_longest_gap(
     def gap_s(budget: int) -> float:
         return float(longest_gap_s(cost, budget_tokens=budget, **scenario))
 
-    low, high = num_decodes + 1, num_decodes + prompt_tokens
+    # The smallest budget searched leaves one prompt token a step, unless that would be more
+    # steps than are priced one by one (MAX_PROMPT_STEPS); then the smallest that is not.
+    low = num_decodes + max(1, -(-prompt_tokens // int(MAX_PROMPT_STEPS.value)))
+    high = num_decodes + prompt_tokens
     if gap_s(high) <= target:
         return high
+    if gap_s(low) > target and low > num_decodes + 1:
+        raise ParameterError(
+            f"no budget from {low:,} tokens up keeps the decoders' longest gap within {target * 1e3:.2f} ms, "
+            f"and smaller budgets would ingest prompt_tokens={prompt_tokens:,} in more than "
+            f"{MAX_PROMPT_STEPS.value:,} steps ({MAX_PROMPT_STEPS.why}). Raise the target or shorten the prompt"
+        )
     if gap_s(low) > target:
         raise NoBudgetMeetsTargetError(
             f"no budget keeps the decoders' longest gap within {target * 1e3:.2f} ms: even a budget of "
@@ -461,9 +511,13 @@ def _scenario(
     """The scripted scenario's keyword arguments, for :func:`prompt_steps` and its callers,
     each checked (:class:`~budgetlab.errors.ParameterError` naming the first bad one)."""
     check_scenario(num_decodes=num_decodes, prompt_tokens=prompt_tokens)
-    int_at_least("decode_context_tokens", decode_context_tokens, 0, what="an int >= 0 [tokens]")
+    int_at_least("decode_context_tokens", decode_context_tokens, 0, what="an int >= 0 [tokens]", maximum=MAX_TOKENS)
     int_at_least(
-        "long_prefill_token_threshold", long_prefill_token_threshold, 0, what="an int >= 0 (0 disables it) [tokens]"
+        "long_prefill_token_threshold",
+        long_prefill_token_threshold,
+        0,
+        what="an int >= 0 (0 disables it) [tokens]",
+        maximum=MAX_TOKENS,
     )
     return {
         "num_decodes": num_decodes,
@@ -475,9 +529,10 @@ def _scenario(
 
 def check_scenario(*, num_decodes: int, prompt_tokens: int) -> None:
     """:class:`~budgetlab.errors.ParameterError` (a ``ValueError``) unless ``num_decodes`` is an
-    int >= 0 and ``prompt_tokens`` an int >= 1: a float, NaN, infinity or bool is refused."""
-    int_at_least("num_decodes", num_decodes, 0, what="an int >= 0 [requests]")
-    int_at_least("prompt_tokens", prompt_tokens, 1, what="an int >= 1 [tokens]")
+    int >= 0 and ``prompt_tokens`` an int >= 1, both at most
+    :data:`~budgetlab._checks.MAX_TOKENS`: a float, NaN, infinity or bool is refused."""
+    int_at_least("num_decodes", num_decodes, 0, what="an int >= 0 [requests]", maximum=MAX_TOKENS)
+    int_at_least("prompt_tokens", prompt_tokens, 1, what="an int >= 1 [tokens]", maximum=MAX_TOKENS)
 
 
 def _check_budget_leaves_room(budget: np.ndarray, num_decodes: int, *, name: str = "budget_tokens") -> None:

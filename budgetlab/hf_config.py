@@ -45,7 +45,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from budgetlab._checks import flag, fraction_in, int_at_least, is_int, number_in
+from budgetlab._checks import (
+    MAX_DTYPE_BYTES,
+    MAX_MODEL_DIMENSION,
+    MAX_PARAMS,
+    flag,
+    fraction_in,
+    int_at_least,
+    is_int,
+    number_in,
+)
 from budgetlab.catalog import model as catalog_model
 from budgetlab.errors import ParameterError, UnknownNameError
 from budgetlab.specs import ModelSpec
@@ -284,12 +293,18 @@ def _load(path_or_dict: Mapping[str, object] | str | os.PathLike[str]) -> tuple[
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ParameterError(f"no Hugging Face config at {path}: the file does not exist") from None
+    except UnicodeDecodeError as exc:
+        raise ParameterError(
+            f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); give the model's config.json"
+        ) from None
     except OSError as exc:
         raise ParameterError(f"the Hugging Face config {path} cannot be read: {exc}") from None
     try:
         config = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ParameterError(f"{path} is not valid JSON ({exc}); give the model's config.json") from None
+    except RecursionError:
+        raise ParameterError(f"{path}: JSON nested too deeply to be a config.json") from None
     if not isinstance(config, dict):
         raise ParameterError(f"{path} holds a JSON {type(config).__name__}, not the object a config.json holds")
     return config, str(path), _repo_name(path)
@@ -350,11 +365,15 @@ def _refuse_unsupported(config: Mapping[str, object], where: str) -> None:
             )
     for key in ("decoder_sparse_step", "interleave_moe_layer_step"):
         step = config.get(key)
+        if step is not None and not is_int(step):
+            raise ParameterError(f"{where}: {key} must be an int (a layer step), got {step!r}")
         if is_int(step) and step > 1:  # type: ignore[operator]
             raise ParameterError(
                 f"{where}: {key}={step!r} mixes dense and MoE layers, which a ModelSpec cannot describe"
             )
     layer_types = config.get("layer_types")
+    if layer_types is not None and not isinstance(layer_types, list):
+        raise ParameterError(f"{where}: layer_types must be a list of layer kinds, got {layer_types!r}")
     if isinstance(layer_types, list):
         odd = sorted({str(t) for t in layer_types} - {"full_attention", "sliding_attention"})
         if odd:
@@ -412,7 +431,13 @@ def _architecture(config: Mapping[str, object], where: str, dtype_bytes: int | N
     def value(key: str) -> object:
         return config.get(key)
 
-    num_experts_raw = value("num_local_experts") or value("num_experts") or 1
+    def unset(raw: object) -> bool:  # absent, null or 0 (as some dense configs write it): no experts
+        return raw is None or (is_int(raw) and raw == 0)
+
+    experts_key = "num_experts" if unset(value("num_local_experts")) else "num_local_experts"
+    num_experts_raw = 1 if unset(value(experts_key)) else value(experts_key)
+    if num_experts_raw != 1:  # checked first: whether it is an MoE decides which keys are required
+        int_at_least(f"{where}: {experts_key}", num_experts_raw, 1, what="an int >= 1", maximum=MAX_MODEL_DIMENSION)
     moe = is_int(num_experts_raw) and num_experts_raw > 1  # type: ignore[operator]
     width_key = "moe_intermediate_size" if moe and value("moe_intermediate_size") is not None else "intermediate_size"
     required = [*_REQUIRED, width_key] + (["num_experts_per_tok"] if moe else [])
@@ -430,7 +455,7 @@ def _architecture(config: Mapping[str, object], where: str, dtype_bytes: int | N
         )
 
     def count(key: str, raw: object, minimum: int = 1) -> int:
-        return int_at_least(f"{where}: {key}", raw, minimum, what=f"an int >= {minimum}")
+        return int_at_least(f"{where}: {key}", raw, minimum, what=f"an int >= {minimum}", maximum=MAX_MODEL_DIMENSION)
 
     layers = count("num_hidden_layers", value("num_hidden_layers"))
     hidden = count("hidden_size", value("hidden_size"))
@@ -452,21 +477,26 @@ def _architecture(config: Mapping[str, object], where: str, dtype_bytes: int | N
         head_dim = hidden // heads
     else:
         head_dim = count("head_dim", head_dim_raw)
-    num_experts = count("num_experts" if value("num_local_experts") is None else "num_local_experts", num_experts_raw)
+    num_experts = count(experts_key, num_experts_raw)
     top_k = count("num_experts_per_tok", value("num_experts_per_tok")) if moe else 1
     if top_k > num_experts:
         raise ParameterError(f"{where}: num_experts_per_tok ({top_k}) exceeds the {num_experts} experts")
 
     model_type_raw = value("model_type")
-    model_type = model_type_raw if isinstance(model_type_raw, str) else ""
+    if model_type_raw is not None and not isinstance(model_type_raw, str):
+        raise ParameterError(f"{where}: model_type must be a string (e.g. 'llama'), got {model_type_raw!r}")
+    model_type = model_type_raw or ""
     tied_raw = value("tie_word_embeddings")
     tied = model_type in TIED_BY_DEFAULT if tied_raw is None else flag(f"{where}: tie_word_embeddings", tied_raw)
-    attention_bias = flag(f"{where}: attention_bias", value("attention_bias") or False)
-    mlp_bias = flag(f"{where}: mlp_bias", value("mlp_bias") or False)
+    attention_bias, mlp_bias = (
+        flag(f"{where}: {key}", False if value(key) is None else value(key)) for key in ("attention_bias", "mlp_bias")
+    )
     if dtype_bytes is None:
         dtype_bytes = _dtype_bytes(config, where)
     else:
-        dtype_bytes = int_at_least("dtype_bytes", dtype_bytes, 1, what="a whole number of bytes >= 1")
+        dtype_bytes = int_at_least(
+            "dtype_bytes", dtype_bytes, 1, what="a whole number of bytes >= 1", maximum=MAX_DTYPE_BYTES
+        )
     return HFArchitecture(
         model_type=model_type,
         num_layers=layers,
@@ -584,6 +614,11 @@ def model_from_hf_config(
     slug = slug.strip().lower()
     arch = _architecture(config, where, dtype_bytes)
     counts = arch.param_count()
+    if counts.total > MAX_PARAMS.value:
+        raise ParameterError(
+            f"{where}: the architecture gives {counts.total:.3g} parameters, more than {MAX_PARAMS.value:g} "
+            f"({MAX_PARAMS.why}); check its widths and layer count"
+        )
 
     try:
         row: ModelSpec | None = catalog_model(slug)

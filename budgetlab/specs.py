@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
+from budgetlab import _checks as limits
 from budgetlab._checks import finite_number, flag, int_at_least, number_in
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import ConfigError
@@ -68,7 +69,8 @@ class HardwareSpec:
     ------
     ConfigError
         A rate, bandwidth or memory size that is not a finite number > 0, a latency that is not
-        a finite number >= 0, or ``cuda_memory_bytes`` outside ``(0, memory_bytes]``.
+        a finite number >= 0, ``cuda_memory_bytes`` outside ``(0, memory_bytes]``, or a number
+        above its physical ceiling (:data:`budgetlab._checks.HARDWARE_BOUNDS`, e.g. 16 TiB).
     """
 
     slug: str
@@ -84,16 +86,10 @@ class HardwareSpec:
     cuda_memory_source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
-        for name, unit in (
-            ("dense_bf16_flops_per_s", "FLOP/s"),
-            ("mem_bandwidth_bytes_per_s", "B/s"),
-            ("memory_bytes", "B"),
-            ("interconnect_bandwidth_bytes_per_s", "B/s"),
-        ):
-            finite_number(name, getattr(self, name), positive=True, unit=unit, error=ConfigError)
-        finite_number(
-            "interconnect_latency_s", self.interconnect_latency_s, positive=False, unit="s", error=ConfigError
-        )
+        for name, bound, positive in limits.HARDWARE_BOUNDS:
+            finite_number(
+                name, getattr(self, name), positive=positive, unit=bound.unit, error=ConfigError, maximum=bound
+            )
         if self.cuda_memory_bytes is not None:
             number_in(
                 "cuda_memory_bytes",
@@ -189,9 +185,11 @@ class ModelSpec:
     ConfigError
         A parameter count that is not a finite number > 0, a width, count or byte size that is
         not an int >= 1 (a bool, a float or a string is refused), or a ``tie_word_embeddings``
-        that is not a bool. The relations between fields (active <= total parameters, KV heads
-        dividing the query heads, ...) are checked where catalog rows and Hugging Face configs
-        are read (:mod:`budgetlab.catalog`, :func:`budgetlab.model_from_hf_config`).
+        that is not a bool; or a number above its ceiling (:mod:`budgetlab._checks`): over 1e15
+        parameters, a dimension over 2**24, more than 8 bytes per element. The relations
+        between fields (active <= total parameters, KV heads dividing the query heads, ...) are
+        checked where catalog rows and Hugging Face configs are read (:mod:`budgetlab.catalog`,
+        :func:`budgetlab.model_from_hf_config`).
     """
 
     slug: str
@@ -213,9 +211,11 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         for name in ("num_params", "num_active_params"):
-            finite_number(name, getattr(self, name), positive=True, unit="parameters", error=ConfigError)
+            bound = limits.MAX_PARAMS
+            finite_number(name, getattr(self, name), positive=True, unit="parameters", error=ConfigError, maximum=bound)
         for name in _MODEL_INT_FIELDS:
-            int_at_least(name, getattr(self, name), 1, what="an int >= 1", error=ConfigError)
+            bound = limits.MAX_DTYPE_BYTES if name == "dtype_bytes" else limits.MAX_MODEL_DIMENSION
+            int_at_least(name, getattr(self, name), 1, what="an int >= 1", error=ConfigError, maximum=bound)
         flag("tie_word_embeddings", self.tie_word_embeddings, error=ConfigError)
 
     @property
@@ -272,17 +272,23 @@ e.g. GPTQ/AWQ/W4A16). Embeddings and the output projection stay in ``dtype``."""
 class EngineConfig:
     """vLLM's scheduling knobs, validated the way vLLM validates them at start-up.
 
+    ``EngineConfig()`` is ``vllm serve`` on a GPU it cannot name: ``EngineArgs.get_batch_defaults``
+    (``vllm/engine/arg_utils.py``) then takes the non-H100 API-server values, 2,048 tokens and 256
+    sequences. :meth:`vllm_defaults` gives a named GPU's (8,192 and 1,024 on an H100).
+
     Parameters
     ----------
     max_num_batched_tokens : int
-        Token budget of one step [tokens] (vLLM ``max_num_batched_tokens``).
+        Token budget of one step [tokens] (vLLM ``max_num_batched_tokens``); default 2,048, at
+        most 2**27 (:data:`budgetlab._checks.MAX_TOKENS`).
     max_num_seqs : int
-        Cap on running sequences [count] (vLLM ``max_num_seqs``).
+        Cap on running sequences [count] (vLLM ``max_num_seqs``); default 256.
     block_size : int
         Tokens per KV-cache block [tokens].
     num_kv_blocks : int or None
-        Usable KV blocks (vLLM's ``num_gpu_blocks`` minus its null block). ``None`` derives
-        them from the hardware and model with :func:`budgetlab.memory.kv_capacity`.
+        Usable KV blocks (vLLM's ``num_gpu_blocks`` minus its null block), at most 2**24
+        (:data:`budgetlab._checks.MAX_KV_BLOCKS`). ``None`` derives them from the hardware and
+        model with :func:`budgetlab.memory.kv_capacity`.
     long_prefill_token_threshold : int
         Largest prefill chunk a request may take in one step when others are present [tokens];
         0 disables the cap.
@@ -345,6 +351,11 @@ class EngineConfig:
     quantization : {None, "fp8", "int8", "int4"}
         How the linear layers' weights are stored (:data:`QUANTIZATIONS`): it shrinks the
         weights in memory (more KV) and the weight read of every step.
+    cudagraph_capture_sizes, max_cudagraph_capture_size : tuple of int, int or None
+        vLLM's ``compilation_config`` fields [tokens]; ``None`` (default): vLLM's ladder up to 512
+        (1,024 on Blackwell), see :mod:`budgetlab.cudagraph`. With both set, vLLM requires them to agree.
+    enforce_eager : bool
+        vLLM's ``--enforce-eager`` (default off): no CUDA graphs, every step runs eagerly.
 
     Raises
     ------
@@ -352,8 +363,8 @@ class EngineConfig:
         For every combination vLLM refuses; the message names the fix.
     """
 
-    max_num_batched_tokens: int
-    max_num_seqs: int
+    max_num_batched_tokens: int = 2048
+    max_num_seqs: int = 256
     block_size: int = 16
     num_kv_blocks: int | None = None
     long_prefill_token_threshold: int = 0
@@ -371,6 +382,9 @@ class EngineConfig:
     dtype: str = "auto"
     kv_cache_dtype: str = "auto"
     quantization: str | None = None
+    cudagraph_capture_sizes: tuple[int, ...] | None = None
+    max_cudagraph_capture_size: int | None = None
+    enforce_eager: bool = False
 
     def _display_rows(self) -> list[tuple[str, str]]:
         """The budget and the cap, then every field that differs from its default."""
@@ -428,13 +442,13 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
-            int_at_least(name, getattr(self, name), what="a positive int", error=ConfigError)
-        for name in ("num_kv_blocks", "max_model_len"):  # None: derived from memory / unlimited
-            if getattr(self, name) is not None:
-                int_at_least(name, getattr(self, name), what="a positive int", error=ConfigError)
-        threshold = self.long_prefill_token_threshold
+            int_at_least(name, getattr(self, name), what="a positive int", error=ConfigError, maximum=limits.MAX_TOKENS)
+        for name, bound in (("num_kv_blocks", limits.MAX_KV_BLOCKS), ("max_model_len", limits.MAX_TOKENS)):
+            if getattr(self, name) is not None:  # None: derived from memory / unlimited
+                int_at_least(name, getattr(self, name), what="a positive int", error=ConfigError, maximum=bound)
+        threshold, what = self.long_prefill_token_threshold, "an int >= 0 (0 disables it)"
         int_at_least(
-            "long_prefill_token_threshold", threshold, 0, what="an int >= 0 (0 disables it)", error=ConfigError
+            "long_prefill_token_threshold", threshold, 0, what=what, error=ConfigError, maximum=limits.MAX_TOKENS
         )
         number_in(
             "gpu_memory_utilization",
@@ -451,6 +465,7 @@ class EngineConfig:
             "enable_prefix_caching",
             "async_scheduling",
             "scheduler_reserve_full_isl",
+            "enforce_eager",
         ):
             flag(name, getattr(self, name), error=ConfigError)
         number_in(
@@ -520,6 +535,20 @@ class EngineConfig:
                 "with chunked prefill off, set max_model_len so vLLM can check that the longest "
                 "prompt fits in one step's budget (or enable chunked prefill)."
             )
+        sizes, top = self.cudagraph_capture_sizes, self.max_cudagraph_capture_size
+        if sizes is not None:  # vLLM's checks in VllmConfig._set_cudagraph_sizes (budgetlab/cudagraph.py)
+            if not isinstance(sizes, list | tuple) or not (sizes or self.enforce_eager):
+                raise ConfigError(f"cudagraph_capture_sizes must be None or a non-empty tuple of ints, got {sizes!r}")
+            sizes = tuple(int_at_least("a cudagraph_capture_sizes entry", n, error=ConfigError) for n in sizes)
+            object.__setattr__(self, "cudagraph_capture_sizes", sizes)
+        if top is not None:
+            int_at_least("max_cudagraph_capture_size", top, what="an int >= 1 [tokens] or None", error=ConfigError)
+            largest = max((n for n in sizes or () if n <= self.max_num_batched_tokens), default=0)
+            if sizes is not None and not self.enforce_eager and top != largest:
+                raise ConfigError(
+                    f"max_cudagraph_capture_size ({top}) must equal the largest cudagraph_capture_sizes entry "
+                    f"within the budget ({largest}), as vLLM requires; set only one of the two or make them agree."
+                )
 
 
 @dataclass(frozen=True, slots=True)
@@ -531,11 +560,12 @@ class Request:
     request_id : int or str
         Unique name, used in step logs and result tables.
     arrival_at_s : float
-        When it reaches the server [s], >= 0.
+        When it reaches the server [s], in [0, 2**62] (:data:`budgetlab._checks.MAX_INSTANT_S`; the
+        simulator measures times from the first arrival and bounds the span).
     prompt_tokens : int
-        Prompt length [tokens], >= 1.
+        Prompt length [tokens], in [1, 2**27] (:data:`budgetlab._checks.MAX_TOKENS`).
     output_tokens : int
-        Tokens it generates, the first one included [tokens], >= 1.
+        Tokens it generates, the first one included [tokens], in [1, 2**27].
     priority : int
         Its priority under ``EngineConfig(scheduling_policy="priority")`` (vLLM's
         ``priority``): a smaller value is served first, negative values allowed; default 0.
@@ -564,9 +594,10 @@ class Request:
     def __post_init__(self) -> None:
         where = f"request {self.request_id!r}: "
         seconds = "a finite number of seconds >= 0"
-        number_in(where + "arrival_at_s", self.arrival_at_s, low=0.0, what=seconds, error=ValueError)
+        bound = limits.MAX_INSTANT_S
+        number_in(where + "arrival_at_s", self.arrival_at_s, low=0.0, what=seconds, error=ValueError, maximum=bound)
         for name in ("prompt_tokens", "output_tokens"):
-            int_at_least(where + name, getattr(self, name), 1, error=ValueError)
+            int_at_least(where + name, getattr(self, name), 1, error=ValueError, maximum=limits.MAX_TOKENS)
         priority = "an int in [-2**62, 2**62] (smaller is served first)"
         int_at_least(where + "priority", self.priority, -(2**62), what=priority, error=ValueError)
         if self.priority > 2**62:

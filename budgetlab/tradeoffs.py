@@ -19,9 +19,10 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from budgetlab._checks import int_at_least, number_in
+from budgetlab._checks import MAX_TOKENS, int_at_least, number_in
 from budgetlab.budget import check_scenario, prompt_timeline, ttft_s, whole_budgets
 from budgetlab.cost.protocol import CostModel
+from budgetlab.errors import ParameterError
 from budgetlab.specs import Batch
 
 __all__ = ["budget_sweep", "budget_tradeoff", "flattening_budget", "BudgetPayoff", "budget_payoff"]
@@ -213,8 +214,13 @@ def budget_payoff(
     ValueError
         A budget that leaves nothing for the prompt beside the decodes.
     """
-    budget = int_at_least("budget_tokens", budget_tokens, 1, what="a whole number of tokens >= 1")
-    times = int_at_least("factor", factor, 2, what="a whole number >= 2")
+    budget = int_at_least("budget_tokens", budget_tokens, 1, what="a whole number of tokens >= 1", maximum=MAX_TOKENS)
+    times = int_at_least("factor", factor, 2, what="a whole number >= 2", maximum=MAX_TOKENS)
+    if budget * times > MAX_TOKENS.value:
+        raise ParameterError(
+            f"factor={times} makes a budget of {budget * times:,} tokens from budget_tokens={budget}, more than "
+            f"{MAX_TOKENS.value:,} ({MAX_TOKENS.why}); use a smaller factor"
+        )
     check_scenario(num_decodes=num_decodes, prompt_tokens=prompt_tokens)
     int_at_least("decode_context_tokens", decode_context_tokens, 0, what="an int >= 0 [tokens]")
     whole_budgets(budget, num_decodes)
@@ -260,8 +266,12 @@ def budget_tradeoff(
         ``small_budget_tokens`` not below ``big_budget_tokens``, or leaving nothing for the
         prompt beside the decodes.
     """
-    small = int_at_least("small_budget_tokens", small_budget_tokens, 1, what="a whole number of tokens >= 1")
-    big = int_at_least("big_budget_tokens", big_budget_tokens, 1, what="a whole number of tokens >= 1")
+    small = int_at_least(
+        "small_budget_tokens", small_budget_tokens, 1, what="a whole number of tokens >= 1", maximum=MAX_TOKENS
+    )
+    big = int_at_least(
+        "big_budget_tokens", big_budget_tokens, 1, what="a whole number of tokens >= 1", maximum=MAX_TOKENS
+    )
     check_scenario(num_decodes=num_decodes, prompt_tokens=prompt_tokens)
     whole_budgets(small, num_decodes, name="small_budget_tokens")
     if small >= big:

@@ -509,3 +509,45 @@ def test_tied_embeddings_reach_the_spec():
     for slug, tied in (("gemma-2-2b", True), ("granite-3.1-2b", True), ("qwen3-0.6b", True), ("llama-3.1-8b", False)):
         spec = model_from_hf_config(fixtures / f"{slug}.json")
         assert spec.tie_word_embeddings is tied and model(slug).tie_word_embeddings is tied
+
+
+# --- issue 21 item 8: every bad config names the file and the key -------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"model_type": ["llama"]}, r"the config dict: model_type must be a string .*got \['llama'\]"),
+        ({"hidden_size": 10**30}, r"the config dict: hidden_size must be at most 16,777,216 \(no layer count"),
+        ({"vocab_size": 2**63}, r"the config dict: vocab_size must be at most 16,777,216"),
+        ({"num_local_experts": 10**30}, r"the config dict: num_local_experts must be at most 16,777,216"),
+        ({"attention_bias": []}, r"the config dict: attention_bias must be True or False"),
+        ({"layer_types": "full_attention"}, r"the config dict: layer_types must be a list"),
+        ({"decoder_sparse_step": "2"}, r"the config dict: decoder_sparse_step must be an int"),
+    ],
+)
+def test_wrongly_typed_or_huge_keys_are_refused_naming_the_key(change, match):
+    with pytest.raises(ParameterError, match=match):
+        model_from_hf_config({**TINY, **change}, slug="tiny")
+
+
+def test_a_zero_expert_count_is_a_dense_model_as_some_configs_write_it():
+    dense = model_from_hf_config(TINY, slug="tiny")
+    assert model_from_hf_config({**TINY, "num_local_experts": 0}, slug="tiny") == dense
+    assert model_from_hf_config({**TINY, "num_experts": None}, slug="tiny") == dense
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        (('{"a": ' * 10_000 + "1" + "}" * 10_000).encode(), "JSON nested too deeply"),
+        (b'{"model_type": "\xff\xfe"}', r"is not UTF-8 text \(invalid start byte at byte 16\)"),
+    ],
+)
+def test_unreadable_files_are_refused_naming_the_file(tmp_path, content, match):
+    path = tmp_path / "config.json"
+    path.write_bytes(content)
+    with pytest.raises(ParameterError, match=f"{re.escape(str(path))}:? .*{match}"):
+        model_from_hf_config(path)
+    with pytest.raises(ParameterError, match=match):
+        read_hf_config(tmp_path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import time
 
 import numpy as np
 import pytest
@@ -83,8 +84,8 @@ def test_summary_only_files_replay_at_the_rate():
     assert {r.prompt_tokens for r in replay} == {round(bench.mean_input_tokens)}
     gaps = np.diff([r.arrival_at_s for r in replay])
     assert gaps.mean() == pytest.approx(1 / 6.0, rel=0.3)
-    with pytest.raises(BenchFormatError, match="max_concurrency=8 without per-request start_times"):
-        read_vllm_bench({**data, "max_concurrency": 8}).requests()
+    with pytest.raises(BenchFormatError, match="'max_concurrency': 8: a closed-loop benchmark"):
+        read_vllm_bench({**data, "max_concurrency": 8})
     instant = read_vllm_bench({**data, "request_rate": "inf"}).requests()
     assert {r.arrival_at_s for r in instant} == {0.0}
 
@@ -97,8 +98,8 @@ def test_summary_only_files_replay_at_the_rate():
         (lambda d: d.pop("mean_tpot_ms"), r"field 'mean_tpot_ms': missing"),
         (lambda d: d.pop("itls"), r"field 'itls': missing, while input_lens, output_lens, ttfts are present"),
         (lambda d: d.update(ttfts=d["ttfts"][:-1]), r"field 'ttfts': 79 entries, but input_lens has 80"),
-        (lambda d: d["output_lens"].__setitem__(3, 2.5), r"field 'output_lens'\[3\]: expected a positive int"),
-        (lambda d: d["itls"].__setitem__(0, "x"), r"field 'itls'\[0\]: expected a list of gaps"),
+        (lambda d: d["output_lens"].__setitem__(3, 2.5), r"field 'output_lens'\[3\]: expected an int >= 0"),
+        (lambda d: d["itls"].__setitem__(0, "x"), r"field 'itls'\[0\]: expected a list of finite gaps"),
         (lambda d: d.update(max_concurrency=0), r"field 'max_concurrency': expected a positive int or null"),
         (lambda d: d.update(request_rate=-1), r"field 'request_rate': expected a finite number >= 0"),
     ],
@@ -126,8 +127,17 @@ def test_failed_requests_are_left_out_as_vllm_does():
     data = make_example_bench()
     data["errors"][0] = "Connection reset"
     data["output_lens"][1] = 0
+    data["itls"][1] = []
+    # vLLM's counts: the failed request is out of completed and of both totals; the empty one is in
+    data.update(
+        completed=79,
+        failed=1,
+        total_input_tokens=sum(data["input_lens"][1:]),
+        total_output_tokens=sum(data["output_lens"][1:]),
+    )
     bench = read_vllm_bench(data)
     assert len(bench.per_request) == 78 and 0 not in set(bench.per_request.request_id)
+    assert bench.failed == 1 and bench.completed == 79
 
 
 @pytest.fixture(scope="module")
@@ -162,8 +172,12 @@ def test_the_fit_predicts_another_budget(example_fit):
         client_requests(bl.simulate(list(example_fit.requests), engine=other, cost=truth_cost), ServingOverhead(8e-3))
     )
     predicted = example_fit.predict(engine=other)
-    assert predicted["ttft_mean_s"] == pytest.approx(truth["ttft_mean_s"], rel=0.10)
-    assert predicted["tpot_mean_s"] == pytest.approx(truth["tpot_mean_s"], rel=0.10)
+    assert predicted.ttft_mean_s == pytest.approx(truth["ttft_mean_s"], rel=0.10)
+    assert predicted.tpot_mean_s == pytest.approx(truth["tpot_mean_s"], rel=0.10)
+    assert predicted.to_dict().keys() == truth.keys() and predicted.max_num_batched_tokens == 1024
+    assert "TTFT mean" in str(predicted) and "budget 1,024" in repr(predicted)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        predicted.ttft_mean_s = 0.0  # type: ignore[misc]
 
 
 def test_round_trip_within_the_reported_uncertainty():
@@ -207,3 +221,72 @@ def test_calibration_keeps_the_output_lag_it_starts_with():
     assert fit.overhead.output_lag_steps == 1
     # the lag is in the simulated latencies, so only the 5 ms constant is left to fit
     assert fit.parameters.set_index("name").loc["request_overhead_s", "value"] == pytest.approx(0.005, abs=5e-4)
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        (lambda d: d.update(failed=-5), r"field 'failed': expected a whole number >= 0, got -5"),
+        (lambda d: d.update(completed=2.7), r"field 'completed': expected a whole number >= 1, got 2.7"),
+        (lambda d: d.update(completed=10**15), r"field 'completed': 1000000000000000 is above 10,000,000 requests"),
+        (lambda d: d.update(completed=79), r"field 'completed': 79, but the per-request lists give 80"),
+        (lambda d: d.update(failed=3), r"field 'failed': 3, but the per-request lists give 0"),
+        (lambda d: d.update(total_input_tokens=7), r"field 'total_input_tokens': 7, but the per-request lists"),
+        (lambda d: d.update(total_output_tokens=7), r"field 'total_output_tokens': 7, but the per-request lists"),
+        (lambda d: d["itls"][0].__setitem__(0, math.inf), r"field 'itls'\[0\]: expected a list of finite gaps"),
+        (lambda d: d["itls"][0].__setitem__(0, True), r"field 'itls'\[0\]: expected a list of finite gaps"),
+        (lambda d: d["itls"].__setitem__(0, d["itls"][0][:3]), r"field 'itls'\[0\]: 3 gaps for 134 output tokens"),
+        (lambda d: d["start_times"].__setitem__(0, "soon"), r"field 'start_times'\[0\]: expected a finite number"),
+        (lambda d: d["start_times"].__setitem__(1, 2.0**46), r"field 'start_times': the requests span"),
+        (lambda d: d["input_lens"].__setitem__(0, 10**12), r"field 'input_lens'\[0\]: 1000000000000 tokens is above"),
+        (lambda d: d.update(mean_ttft_ms=-1.0), r"field 'mean_ttft_ms': expected a finite number of milliseconds >= 0"),
+        (lambda d: d.update(duration=1e308), r"field 'duration': 1e\+308 s is more than 4,294,967,296 s"),
+        (lambda d: d.update(max_concurrency=8), r"closed-loop benchmark .*replaying them as open-loop arrivals"),
+    ],
+)
+def test_inconsistent_or_impossible_files_are_refused_naming_the_field(change, match):
+    """Issue 21 item 9 and issue 20 item 9: nothing inconsistent is read silently."""
+    data = _example()
+    change(data)
+    started = time.perf_counter()
+    with pytest.raises(BenchFormatError, match=match):
+        read_vllm_bench(data)
+    assert time.perf_counter() - started < 1.0
+
+
+def test_closed_loop_summary_files_are_refused_too():
+    data = {k: v for k, v in _example().items() if k not in ("input_lens", "output_lens", "ttfts", "itls")}
+    with pytest.raises(BenchFormatError, match=r"max_concurrency.*Closed-loop replay is planned"):
+        read_vllm_bench({**data, "max_concurrency": 4})
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        ('{"a": ' * 10_000 + "1" + "}" * 10_000, "nested too deeply"),
+        (b'{"label": "\xff"}', "not UTF-8 text"),
+    ],
+)
+def test_unreadable_json_is_refused_naming_the_file(tmp_path, content, match):
+    path = tmp_path / "bench.json"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(BenchFormatError, match=f"{path}: .*{match}"):
+        read_vllm_bench(path)
+
+
+def test_a_fit_far_off_the_measurement_warns(monkeypatch):
+    """calibrate_serving never returns a fit far off its measurement silently."""
+    from budgetlab.serving import calibrate as calibration
+
+    with pytest.warns(calibration.CalibrationWarning, match=r"\+7450% off the measured ttft_mean"):
+        calibration._warn_if_far_off("bench.json", {"ttft_mean": 74.5, "tpot_mean": 0.01}, {"ttft_mean": math.nan})
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        calibration._warn_if_far_off("bench.json", {"ttft_mean": 0.02}, {"ttft_mean": -0.03})
+
+
+def _example() -> dict:
+    """The shipped example file's content, fresh (a test checks it is what make_example_bench writes)."""
+    return json.loads(example_bench_path().read_text(encoding="utf-8"))

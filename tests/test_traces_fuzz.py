@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budgetlab._checks import MAX_TOKENS
 from budgetlab.errors import BudgetlabError, TraceFormatError
 from budgetlab.workload import TraceWorkload, load_trace
 from budgetlab.workload.trace_cells import checked_columns
@@ -74,7 +75,7 @@ def _routes_agree(path: Path) -> None:
 rows = st.lists(
     st.tuples(
         st.integers(min_value=0, max_value=10**7),  # gap [us]
-        st.integers(min_value=1, max_value=2**40),  # prompt [tokens]
+        st.integers(min_value=1, max_value=MAX_TOKENS.value),  # prompt [tokens], up to the bound
         st.integers(min_value=1, max_value=20_000),  # output [tokens]
     ),
     min_size=1,

@@ -121,7 +121,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from budgetlab._checks import finite_array, flag, int_at_least, number_in
+from budgetlab._checks import MAX_TIME_S, MAX_TOKENS, finite_array, flag, int_at_least, number_in
 from budgetlab.cost.presets import GPU_PROFILE, TYPICAL
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import ConfigError, ParameterError
@@ -297,7 +297,7 @@ class CalibratedCost:
         check_tp(self.model, self.tp)
         self._validate_deployment()
         for name in ("step_overhead_s", "layer_overhead_s"):
-            number_in(name, getattr(self, name), low=0.0, what="seconds >= 0")
+            number_in(name, getattr(self, name), low=0.0, what="seconds >= 0", maximum=MAX_TIME_S)
         for name in ("bandwidth_efficiency", "flop_efficiency"):
             number_in(name, getattr(self, name), low=0.0, high=1.0, low_open=True, what="a fraction in (0, 1]")
         number_in("knee_overlap_loss", self.knee_overlap_loss, low=0.0, high=1.0, what="a fraction in [0, 1]")
@@ -309,6 +309,7 @@ class CalibratedCost:
                 self.tile_tokens,
                 1,
                 what="a positive int (GEMM tile rows, e.g. 64 or 128) or None to turn tile quantization off",
+                maximum=MAX_TOKENS,
             )
         if self._moe_active:
             shared = self.model.num_params - self.model.num_experts * self._expert_params_all_layers

@@ -88,7 +88,8 @@ def budget_for_step_time(cost: CostModel, target_s: ArrayLike) -> np.ndarray | i
     if np.any(target < one_token_s):
         raise NoBudgetMeetsTargetError(_below_one_token(cost, one_token_s, target))
     if isinstance(cost, IdealCost):
-        tokens = np.minimum(np.floor(target / cost.per_token_s), MAX_SEARCH_TOKENS).astype(np.int64)
+        with np.errstate(over="ignore"):  # a target near 1e308 s divides to inf: capped just below
+            tokens = np.minimum(np.floor(target / cost.per_token_s), MAX_SEARCH_TOKENS).astype(np.int64)
     else:
         tokens = np.array([_largest_within(time_s, float(t)) for t in target.ravel()], dtype=np.int64)
         tokens = tokens.reshape(target.shape)

@@ -3,8 +3,12 @@
 An experiment runs many hardware × model pairs, so it takes a cost model as a *spec*
 (:data:`CostSpec`) and builds one per point with :func:`make_cost`:
 
-* ``"ideal"`` -- :class:`~budgetlab.cost.IdealCost`, the seeds' roofline;
-* ``"typical"`` -- :meth:`CalibratedCost.typical <budgetlab.cost.CalibratedCost.typical>`;
+* ``"typical"`` -- :meth:`CalibratedCost.typical <budgetlab.cost.CalibratedCost.typical>`, the
+  real-engine cost, and the default of every experiment that recommends (``sweep``,
+  ``capacity``, ``capacity_by_budget``, ``first_guess``, ``tune``; :func:`budgetlab.simulate`
+  takes the names too, given ``hardware`` and ``model``);
+* ``"ideal"`` -- :class:`~budgetlab.cost.IdealCost`, the seeds' roofline (for teaching the
+  mechanics: it prices no overheads and no KV reads);
 * a factory called as ``cost(hardware, model)`` (a class such as ``IdealCost`` or a
   module-level function; it must be importable to run in worker processes);
 * a cost-model instance, used as is (if it prices a named pair, that must be the point's).

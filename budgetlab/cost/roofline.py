@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike
 
-from budgetlab._checks import finite_array, number_in
+from budgetlab._checks import MAX_TIME_S, finite_array, number_in
 from budgetlab.display import html_table, one_line
 from budgetlab.specs import Batch, HardwareSpec, ModelSpec
 from budgetlab.text import fmt_latency
@@ -142,7 +142,9 @@ class ConstantCost:
 
     def __post_init__(self) -> None:
         seconds = "a positive number of seconds"
-        number_in("duration_s", self.duration_s, low=0.0, low_open=True, what=seconds, error=ValueError)
+        number_in(
+            "duration_s", self.duration_s, low=0.0, low_open=True, what=seconds, error=ValueError, maximum=MAX_TIME_S
+        )
 
     def step_time_s(self, num_tokens: ArrayLike) -> np.ndarray | float:
         """Time of a step that processes ``num_tokens`` tokens [s] (vectorized).

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from budgetlab._checks import int_at_least, whole_array
+from budgetlab._checks import MAX_TOKENS, int_at_least, whole_array
 from budgetlab.cost.calibrated import CalibratedCost
 from budgetlab.cost.roofline import IdealCost, knee_tokens
 from budgetlab.memory import weight_bytes_per_gpu, weights_fit
@@ -75,7 +75,10 @@ def _token_marks(token_marks: Sequence[int]) -> list[int]:
     if len(token_marks) == 0:
         return []
     return [
-        int(mark) for mark in whole_array("token_marks", list(token_marks), 1, what="a sequence of ints >= 1 [tokens]")
+        int(mark)
+        for mark in whole_array(
+            "token_marks", list(token_marks), 1, what="a sequence of ints >= 1 [tokens]", maximum=MAX_TOKENS
+        )
     ]
 
 
@@ -106,7 +109,7 @@ def tile_cliffs(cost: CalibratedCost, *, max_tokens: int) -> pd.DataFrame:
     ParameterError
         When ``max_tokens`` is not an int >= 1.
     """
-    int_at_least("max_tokens", max_tokens, 1, what="an int >= 1 [tokens]")
+    int_at_least("max_tokens", max_tokens, 1, what="an int >= 1 [tokens]", maximum=MAX_TOKENS)
     tile = cost.tile_tokens
     if not tile:
         raise ValueError(

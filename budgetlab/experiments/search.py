@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from budgetlab._checks import positive_rate
+from budgetlab._checks import MIN_TOLERANCE_FRACTION, fraction_in, positive_rate
 from budgetlab.errors import CapacityAboveBoundsError, ParameterError, SLOUnattainableError
 from budgetlab.experiments.slo import ITL_METRICS, SLO, Violation
 from budgetlab.experiments.sweep import SweepValue
@@ -40,6 +40,8 @@ __all__ = [
     "AUTO_RANGE",
     "MAX_DOUBLINGS",
     "MAX_QUARTERINGS",
+    "MAX_BISECTIONS",
+    "check_tolerance",
 ]
 
 AUTO_RANGE = 16.0
@@ -51,7 +53,32 @@ MAX_DOUBLINGS = 8
 MAX_QUARTERINGS = 4
 """How often the automatic search quarters a load at which the SLO still fails."""
 
+MAX_BISECTIONS = 64
+"""Most halvings :func:`bisect_bracket` makes, whatever its arguments. With a tolerance of at
+least :data:`~budgetlab._checks.MIN_TOLERANCE_FRACTION` it needs at most 31 for any bracket of
+positive floats (``log2(ln(1.8e308 / 4.9e-324) / ln(1 + 1e-6))``), so the cap never binds; it
+is there so that no input can make the search loop forever."""
+
 Row = dict[str, SweepValue]
+
+
+def check_tolerance(tolerance_fraction: object) -> float:
+    """``tolerance_fraction`` as a float in ``[MIN_TOLERANCE_FRACTION, 1)``; else
+    :class:`~budgetlab.errors.ParameterError` naming it and the bound's reason [-].
+
+    Below :data:`~budgetlab._checks.MIN_TOLERANCE_FRACTION` (1e-6) the bracket's two ends
+    would approach the spacing of floats, where ``sqrt(lo * hi)`` stops moving and a bisection
+    never reaches its tolerance.
+    """
+    tol = fraction_in("tolerance_fraction", tolerance_fraction, low=0.0, high=1.0)
+    if tol < MIN_TOLERANCE_FRACTION:
+        raise ParameterError(
+            f"tolerance_fraction must be at least {MIN_TOLERANCE_FRACTION:g}, got {tolerance_fraction!r}: "
+            "a narrower bracket nears the 2.2e-16 spacing of floats, where a bisection stops moving, "
+            "and no capacity is known that well (a workload sample moves it by percents); "
+            "the default is 0.02"
+        )
+    return tol
 
 
 class LoadProbe:
@@ -204,10 +231,17 @@ def auto_bracket(
 def bisect_bracket(probe: LoadProbe, lo: float, hi: float, *, tolerance_fraction: float) -> tuple[float, float]:
     """Bisect ``[lo, hi]`` geometrically until ``hi / lo − 1 ≤ tolerance_fraction``.
 
-    The SLO holds at ``lo`` and fails at ``hi`` on entry and on return [1/s].
+    The SLO holds at ``lo`` and fails at ``hi`` on entry and on return [1/s]. The search stops
+    after :data:`MAX_BISECTIONS` halvings, or when the midpoint no longer falls strictly
+    inside the bracket (two adjacent floats), whatever the tolerance.
     """
-    while hi / lo - 1.0 > tolerance_fraction:
-        mid = math.sqrt(lo * hi)
+    tolerance = check_tolerance(tolerance_fraction)
+    for _ in range(MAX_BISECTIONS):
+        if hi / lo - 1.0 <= tolerance:
+            break
+        mid = math.sqrt(lo) * math.sqrt(hi)  # sqrt(lo * hi) without overflow near 1e308
+        if not lo < mid < hi:
+            break
         if probe.holds(mid):
             lo = mid
         else:
@@ -261,6 +295,11 @@ def advice(violations: Sequence[Violation], *, one_token_step_s: float) -> str:
             "time to first token at light load is the prompt's own prefill: raise "
             "max_num_batched_tokens so long prompts take fewer steps, use faster hardware, or "
             "loosen the TTFT limit"
+        )
+    if any(m.startswith("tpot") for m in metrics):
+        tips.append(
+            "time per output token at light load is the mean step time a stream sees: lower "
+            "max_num_batched_tokens so prompt chunks stretch fewer steps, use faster hardware, or loosen the TPOT limit"
         )
     if any(m.startswith("e2e") for m in metrics):
         tips.append(

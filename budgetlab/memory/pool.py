@@ -16,7 +16,7 @@ every cached token, so the tokens a GPU's pool holds are the replica's. With pip
 parallelism every stage sizes its own pool for its own layers and vLLM keeps the smallest
 (``min`` over the workers' block counts); :class:`KVCapacity` describes that stage.
 
-Accuracy: against all 26 vLLM 0.19 start-ups on H100 in ``vllm_kv_logs.csv`` that the catalog
+Accuracy: against all 28 vLLM 0.19 start-ups on H100 in ``vllm_kv_logs.csv`` that the catalog
 can express (see :mod:`budgetlab.experiments.kv_logs`), the predicted "GPU KV cache size" is
 within 2 % wherever the pool holds ≥ 10 GiB and within 8 % where it is tight.
 """
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from budgetlab._checks import int_at_least
-from budgetlab.errors import DoesNotFitError
+from budgetlab._checks import MAX_KV_BLOCKS, MAX_TOKENS, at_most, int_at_least
+from budgetlab.errors import ConfigError, DoesNotFitError, ParameterError
 from budgetlab.memory.profile import ActivationPeak, GiB, activation_peak, non_torch_bytes
 from budgetlab.memory.sizes import (
     check_tp,
@@ -289,6 +289,10 @@ def num_kv_blocks(engine: EngineConfig, hardware: HardwareSpec | None = None, mo
         When the engine leaves the pool to be derived but no hardware or model is given.
     DoesNotFitError
         When weights plus activations leave no KV cache (see :func:`kv_capacity`).
+    ConfigError
+        When the pool derived from memory holds more than
+        :data:`~budgetlab._checks.MAX_KV_BLOCKS` blocks (a model far smaller than any served on
+        a GPU of that size: the simulator keeps every block in memory).
     """
     if engine.num_kv_blocks is not None:
         return engine.num_kv_blocks
@@ -297,7 +301,9 @@ def num_kv_blocks(engine: EngineConfig, hardware: HardwareSpec | None = None, mo
             "EngineConfig.num_kv_blocks is None (derive from memory) but no hardware and model "
             "were given: pass both, or set num_kv_blocks explicitly"
         )
-    return kv_capacity(hardware, model, engine).num_blocks
+    blocks = kv_capacity(hardware, model, engine).num_blocks
+    at_most(f"the KV pool of {model.slug} on {hardware.slug} (num_kv_blocks)", blocks, MAX_KV_BLOCKS, error=ConfigError)
+    return blocks
 
 
 def kv_by_budget(
@@ -334,9 +340,17 @@ def kv_by_budget(
     ------
     ValueError
         When every budget is below ``max_num_seqs``.
+    ParameterError
+        A budget that is not an int in ``[1, 2**27]`` (:data:`~budgetlab._checks.MAX_TOKENS`).
     """
+    if isinstance(budgets, (str, bytes)):
+        raise ParameterError(f"budgets must be a sequence of token budgets (ints >= 1), got {budgets!r}")
+    checked = {
+        int_at_least(f"budgets[{i}]", b, 1, what="an int >= 1 [tokens]", maximum=MAX_TOKENS)
+        for i, b in enumerate(budgets)
+    }
     rows = []
-    for budget in sorted({int(b) for b in budgets}):
+    for budget in sorted(checked):
         if budget < engine.max_num_seqs:
             continue
         cap = kv_capacity(hardware, model, dataclasses.replace(engine, max_num_batched_tokens=budget))

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from budgetlab._checks import number_in, random_seed
+from budgetlab._checks import MAX_REQUESTS, MAX_TIME_S, MAX_TOKENS, Bound, is_int, is_number, number_in, random_seed
 from budgetlab.errors import BenchFormatError
 from budgetlab.serving.overhead import ServingOverhead, client_requests, next_step_s
 from budgetlab.specs import Request
@@ -50,7 +50,6 @@ SIMULATED_LABEL = "simulated by budgetlab, not measured"
 """The ``label`` :func:`bench_from_simulation` writes, so a simulated file is never taken for a
 measurement."""
 
-_SUMMARY_NUMBERS = ("duration", "completed", "total_input_tokens", "total_output_tokens")
 _DETAILED = ("input_lens", "output_lens", "ttfts", "itls")
 
 
@@ -160,11 +159,28 @@ def _number(data: Mapping[str, Any], key: str, source: str, *, minimum: float = 
     if key not in data:
         raise BenchFormatError(f"{_where(source, key)}: missing; is this a `vllm bench serve --save-result` file?")
     raw = data[key]
-    if allow_inf and raw in ("inf", float("inf")):
+    if allow_inf and isinstance(raw, (str, float)) and raw in ("inf", math.inf):
         return math.inf
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw) or raw < minimum:
+    if not is_number(raw) or not math.isfinite(raw) or raw < minimum:
         raise BenchFormatError(f"{_where(source, key)}: expected a finite number >= {minimum:g}, got {raw!r}")
     return float(raw)
+
+
+def _count(data: Mapping[str, Any], key: str, source: str, *, minimum: int, bound: Bound) -> int:
+    """The whole number ``data[key]`` (vLLM writes counts as JSON ints), in ``[minimum, bound]``."""
+    if key not in data:
+        raise BenchFormatError(f"{_where(source, key)}: missing; is this a `vllm bench serve --save-result` file?")
+    raw = data[key]
+    if not is_int(raw) or raw < minimum:
+        raise BenchFormatError(f"{_where(source, key)}: expected a whole number >= {minimum}, got {raw!r}")
+    if raw > bound.value:
+        raise BenchFormatError(f"{_where(source, key)}: {raw!r} is above {bound.value:,} {bound.unit} ({bound.why})")
+    return int(raw)
+
+
+def _seconds(value: object) -> bool:
+    """Whether ``value`` is a number of seconds in ``[0, MAX_TIME_S]`` (not a bool)."""
+    return is_number(value) and 0 <= value <= MAX_TIME_S.value  # type: ignore[operator]
 
 
 def _list(data: Mapping[str, Any], key: str, source: str, length: int | None) -> list[Any]:
@@ -184,8 +200,10 @@ def _summary_seconds(data: Mapping[str, Any], source: str) -> dict[str, float]:
         parts = key.split("_")
         if len(parts) != 3 or parts[2] != "ms" or parts[1] not in ("ttft", "tpot", "itl", "e2el"):
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise BenchFormatError(f"{_where(source, key)}: expected a number of milliseconds, got {value!r}")
+        if not is_number(value) or not math.isfinite(value) or value < 0:
+            raise BenchFormatError(
+                f"{_where(source, key)}: expected a finite number of milliseconds >= 0, got {value!r}"
+            )
         metric = "e2e" if parts[1] == "e2el" else parts[1]
         out[f"{metric}_{parts[0]}_s"] = float(value) / 1e3
     if "ttft_mean_s" not in out or "tpot_mean_s" not in out:
@@ -203,18 +221,35 @@ def _per_request(data: Mapping[str, Any], source: str) -> pd.DataFrame:
     errors = _list(data, "errors", source, n) if "errors" in data else [""] * n
     starts = _list(data, "start_times", source, n) if "start_times" in data else None
     rows = []
-    for i in range(n):
-        if errors[i] or not outputs[i]:
-            continue  # a failed request: vLLM counts it in "failed" and leaves it out of the metrics
-        for key, value in (("input_lens", inputs[i]), ("output_lens", outputs[i])):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise BenchFormatError(f"{_where(source, key)}[{i}]: expected a positive int, got {value!r}")
+    succeeded = [i for i in range(n) if not errors[i]]  # vLLM counts the others in "failed"
+    for i in succeeded:
+        for key, value, low in (("input_lens", inputs[i], 1), ("output_lens", outputs[i], 0)):
+            if not is_int(value) or value < low:
+                raise BenchFormatError(f"{_where(source, key)}[{i}]: expected an int >= {low}, got {value!r}")
+            if value > MAX_TOKENS.value:
+                raise BenchFormatError(
+                    f"{_where(source, key)}[{i}]: {value!r} tokens is above {MAX_TOKENS.value:,} ({MAX_TOKENS.why})"
+                )
+    _check_totals(data, source, succeeded, inputs, outputs, num_errors=n - len(succeeded) if "errors" in data else None)
+    for i in succeeded:
+        if not outputs[i]:
+            continue  # no token came back: nothing to time (vLLM leaves it out of TTFT and TPOT)
         gaps = itls[i]
-        if not isinstance(gaps, list) or not all(isinstance(g, (int, float)) and g >= 0 for g in gaps):
-            raise BenchFormatError(f"{_where(source, 'itls')}[{i}]: expected a list of gaps >= 0 in seconds")
+        if not isinstance(gaps, list) or not all(_seconds(g) for g in gaps):
+            raise BenchFormatError(
+                f"{_where(source, 'itls')}[{i}]: expected a list of finite gaps >= 0 in seconds, got {gaps!r:.80}"
+            )
+        if len(gaps) != outputs[i] - 1:
+            raise BenchFormatError(
+                f"{_where(source, 'itls')}[{i}]: {len(gaps)} gaps for {outputs[i]} output tokens; one gap per "
+                "token after the first is needed (a file whose streamed chunks held several tokens, as with "
+                "speculative decoding, cannot be replayed token by token)"
+            )
         ttft = ttfts[i]
-        if isinstance(ttft, bool) or not isinstance(ttft, (int, float)) or not (math.isfinite(ttft) and ttft >= 0):
-            raise BenchFormatError(f"{_where(source, 'ttfts')}[{i}]: expected seconds >= 0, got {ttft!r}")
+        if not _seconds(ttft):
+            raise BenchFormatError(f"{_where(source, 'ttfts')}[{i}]: expected finite seconds >= 0, got {ttft!r}")
+        if starts is not None and not (is_number(starts[i]) and math.isfinite(starts[i])):
+            raise BenchFormatError(f"{_where(source, 'start_times')}[{i}]: expected a finite number, got {starts[i]!r}")
         start = float(starts[i]) if starts is not None else math.nan
         e2e = float(ttft) + float(sum(gaps))
         out = int(outputs[i])
@@ -231,7 +266,38 @@ def _per_request(data: Mapping[str, Any], source: str) -> pd.DataFrame:
         frame["start_s"] = 0.0 if math.isinf(rate) else np.arange(len(frame)) / rate
     else:
         frame["start_s"] = frame.start_s - frame.start_s.min()
+        if frame.start_s.max() > MAX_TIME_S.value:
+            raise BenchFormatError(
+                f"{_where(source, 'start_times')}: the requests span {frame.start_s.max():.6g} s, more than "
+                f"{MAX_TIME_S.value:,.0f} s ({MAX_TIME_S.why})"
+            )
     return frame
+
+
+def _check_totals(
+    data: Mapping[str, Any],
+    source: str,
+    succeeded: list[int],
+    inputs: list[int],
+    outputs: list[int],
+    *,
+    num_errors: int | None,
+) -> None:
+    """:class:`BenchFormatError` unless ``completed``, ``failed`` and the token totals are
+    what the per-request lists add up to (vLLM computes both from the same requests)."""
+    checks = [
+        ("completed", len(succeeded), "requests without an error"),
+        ("total_input_tokens", sum(inputs[i] for i in succeeded), "input_lens of the requests without an error"),
+        ("total_output_tokens", sum(outputs[i] for i in succeeded), "output_lens of the requests without an error"),
+    ]
+    if num_errors is not None and data.get("failed") is not None:
+        checks.append(("failed", num_errors, "requests with an error"))
+    for key, expected, what in checks:
+        if data[key] != expected:
+            raise BenchFormatError(
+                f"{_where(source, key)}: {data[key]!r}, but the per-request lists give {expected:,} "
+                f"({what}); the file is inconsistent"
+            )
 
 
 def read_vllm_bench(source: str | os.PathLike[str] | Mapping[str, Any]) -> BenchResult:
@@ -252,20 +318,39 @@ def read_vllm_bench(source: str | os.PathLike[str] | Mapping[str, Any]) -> Bench
             data = json.loads(Path(source).read_text(encoding="utf-8"))
         except json.JSONDecodeError as error:
             raise BenchFormatError(f"{where}: not JSON ({error})") from None
+        except UnicodeDecodeError as error:
+            raise BenchFormatError(f"{where}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+        except RecursionError:
+            raise BenchFormatError(f"{where}: JSON nested too deeply to be a vllm bench serve file") from None
         if not isinstance(data, dict):
             raise BenchFormatError(f"{where}: expected a JSON object, got {type(data).__name__}")
-    values = {key: _number(data, key, where) for key in _SUMMARY_NUMBERS}
-    completed = int(values["completed"])
-    if completed < 1:
-        raise BenchFormatError(f"{_where(where, 'completed')}: no request completed")
+    values = {key: _number(data, key, where) for key in ("duration",)}
+    if values["duration"] > MAX_TIME_S.value:
+        raise BenchFormatError(
+            f"{_where(where, 'duration')}: {values['duration']:.6g} s is more than {MAX_TIME_S.value:,.0f} s "
+            f"({MAX_TIME_S.why})"
+        )
+    completed = _count(data, "completed", where, minimum=1, bound=MAX_REQUESTS)
+    failed = _count(data, "failed", where, minimum=0, bound=MAX_REQUESTS) if data.get("failed") is not None else 0
+    for key in ("total_input_tokens", "total_output_tokens"):
+        tokens = Bound(
+            completed * MAX_TOKENS.value, "tokens", f"{completed:,} requests of at most {MAX_TOKENS.value:,}"
+        )
+        values[key] = float(_count(data, key, where, minimum=0, bound=tokens))
     rate = _number(data, "request_rate", where, allow_inf=True) if "request_rate" in data else math.inf
     burstiness = _number(data, "burstiness", where, minimum=1e-9) if data.get("burstiness") is not None else 1.0
     concurrency = data.get("max_concurrency")
-    if concurrency is not None and (
-        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
-    ):
+    if concurrency is not None and (not is_int(concurrency) or concurrency < 1):
         raise BenchFormatError(
             f"{_where(where, 'max_concurrency')}: expected a positive int or null, got {concurrency!r}"
+        )
+    if concurrency is not None:
+        raise BenchFormatError(
+            f"{_where(where, 'max_concurrency')}: {concurrency}: a closed-loop benchmark (vllm bench serve "
+            "--max-concurrency) is not supported yet. Its client sends a request only when one of its "
+            f"{concurrency} slots frees up, so its send times depend on the server's latency; replaying them "
+            "as open-loop arrivals would calibrate against a different workload. Closed-loop replay is "
+            "planned; until then, benchmark with --request-rate and no --max-concurrency"
         )
     detailed = all(key in data for key in _DETAILED)
     partial = [key for key in _DETAILED if key in data]
@@ -282,7 +367,7 @@ def read_vllm_bench(source: str | os.PathLike[str] | Mapping[str, Any]) -> Bench
         burstiness=burstiness,
         max_concurrency=concurrency,
         completed=completed,
-        failed=int(data.get("failed") or 0),
+        failed=failed,
         duration_s=values["duration"],
         mean_input_tokens=values["total_input_tokens"] / completed,
         mean_output_tokens=values["total_output_tokens"] / completed,

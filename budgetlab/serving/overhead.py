@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from budgetlab._checks import number_in
+from budgetlab._checks import MAX_TIME_S, number_in
 from budgetlab.errors import ParameterError
 
 __all__ = ["ServingOverhead", "CLIENT_COLUMNS", "client_requests", "client_metrics", "next_step_s"]
@@ -62,7 +62,7 @@ class ServingOverhead:
     output_lag_steps: int = 0
 
     def __post_init__(self) -> None:
-        number_in("request_s", self.request_s, low=0.0, what="seconds >= 0")
+        number_in("request_s", self.request_s, low=0.0, what="seconds >= 0", maximum=MAX_TIME_S)
         if self.output_lag_steps not in (0, 1) or isinstance(self.output_lag_steps, bool):
             raise ParameterError(f"output_lag_steps must be 0 or 1, got {self.output_lag_steps!r}")
 

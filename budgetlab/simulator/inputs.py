@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from budgetlab import memory
+from budgetlab._checks import MAX_TIME_S
 from budgetlab.cost import IdealCost, model_of
 from budgetlab.errors import ConfigError, ParameterError, RequestTooLargeError
 from budgetlab.simulator.state import blocks_for_tokens_array
@@ -140,6 +141,7 @@ def request_table(requests: Iterable[Request] | pd.DataFrame) -> RequestTable:
         np.asarray(prefix_tokens, dtype=np.int64),
     )
     _check_ids(table.ids)
+    _check_span(table)
     return table
 
 
@@ -173,6 +175,7 @@ def _table_from_frame(frame: pd.DataFrame) -> RequestTable:
         ids, arrival, tokens["prompt_tokens"], tokens["output_tokens"], priority, prefix_id, prefix_tokens
     )
     _check_ids(table.ids)
+    _check_span(table)
     return table
 
 
@@ -264,6 +267,19 @@ def request_id_at(ids: np.ndarray, i: int) -> Hashable:
     """The id at position ``i`` as a Python value (an ``int``, not a NumPy integer)."""
     value = ids[i]
     return value.item() if isinstance(value, np.generic) else value
+
+
+def _check_span(table: RequestTable) -> None:
+    """The arrivals span at most :data:`~budgetlab._checks.MAX_TIME_S` (times are measured from the
+    first arrival, so only the span has to fit the simulated clock's resolution)."""
+    arrival = table.arrival_at_s
+    span = float(arrival.max() - arrival.min())
+    if span > MAX_TIME_S.value:
+        last = int(np.argmax(arrival))
+        raise ParameterError(
+            f"request {request_id_at(table.ids, last)!r} arrives {span:.6g} s after the first, more than "
+            f"{MAX_TIME_S.value:,.0f} s ({MAX_TIME_S.why}); check the arrival times' unit"
+        )
 
 
 def _check_ids(ids: np.ndarray) -> None:

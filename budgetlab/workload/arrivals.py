@@ -15,7 +15,7 @@ from typing import Literal
 
 import numpy as np
 
-from budgetlab._checks import PLAIN_ERRORS, finite_number, int_at_least, random_seed
+from budgetlab._checks import MAX_CV, MAX_REQUESTS, PLAIN_ERRORS, finite_number, int_at_least, random_seed
 
 __all__ = ["ArrivalKind", "ARRIVAL_KINDS", "poisson_arrivals", "gamma_arrivals", "make_rng"]
 
@@ -68,7 +68,7 @@ def poisson_arrivals(
     (0.0, 4)
     """
     rate = finite_number("rate_per_s", rate_per_s, positive=True, unit="1/s", **PLAIN_ERRORS)
-    n = int_at_least("num_requests", num_requests, 1, **PLAIN_ERRORS)
+    n = int_at_least("num_requests", num_requests, 1, **PLAIN_ERRORS, maximum=MAX_REQUESTS)
     rng = make_rng(seed)
     return _arrivals_from_gaps(rng.exponential(1.0 / rate, size=n - 1))
 
@@ -102,8 +102,8 @@ def gamma_arrivals(
         ``num_requests`` non-decreasing arrival instants [s], the first exactly 0.
     """
     rate = finite_number("rate_per_s", rate_per_s, positive=True, unit="1/s", **PLAIN_ERRORS)
-    cv_value = finite_number("cv", cv, positive=False, **PLAIN_ERRORS)
-    n = int_at_least("num_requests", num_requests, 1, **PLAIN_ERRORS)
+    cv_value = finite_number("cv", cv, positive=False, **PLAIN_ERRORS, maximum=MAX_CV)
+    n = int_at_least("num_requests", num_requests, 1, **PLAIN_ERRORS, maximum=MAX_REQUESTS)
     rng = make_rng(seed)
     if cv_value == 0.0:
         return np.arange(n, dtype=float) / rate

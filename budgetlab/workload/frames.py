@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, overload
 import numpy as np
 import pandas as pd
 
-from budgetlab._checks import is_int
+from budgetlab._checks import MAX_TIME_S, MAX_TOKENS, is_int
 from budgetlab.errors import ParameterError
 from budgetlab.specs import Request
 
@@ -140,6 +140,12 @@ class RequestColumns(Sequence[Request]):
             raise ParameterError("offset_s must hold arrival_at_s - origin_s [s], one finite number per request")
         if (np.abs(origin + offsets - arrivals) > _TOLERANCE * np.maximum(np.abs(arrivals), 1.0)).any():
             raise ParameterError("offset_s must hold arrival_at_s - origin_s [s]: origin_s + offset_s differs")
+        if n and float(offsets.max()) > MAX_TIME_S.value:
+            i = int(np.argmax(offsets))
+            raise ParameterError(
+                f"request {i}: arrives {float(offsets[i]):.6g} s after the first, more than {MAX_TIME_S.value:,.0f} s "
+                f"({MAX_TIME_S.why}); are the arrival times in the right unit?"
+            )
         for name, value in (
             ("arrival_at_s", arrivals),
             ("prompt_tokens", prompts.astype(np.int64)),
@@ -239,8 +245,9 @@ def _column(values: object, dtype: type, name: str) -> np.ndarray:
 
 
 def _whole(values: np.ndarray, *, low: int) -> np.ndarray:
-    """Where ``values`` are whole numbers >= ``low`` (and exact as float64)."""
-    return np.isfinite(values) & (values == np.floor(values)) & (values >= low) & (values <= 2.0**53)
+    """Where ``values`` are whole numbers >= ``low`` and at most
+    :data:`~budgetlab._checks.MAX_TOKENS` (so exact as float64 and as int64)."""
+    return np.isfinite(values) & (values == np.floor(values)) & (values >= low) & (values <= MAX_TOKENS.value)
 
 
 def trace_stats(requests: Sequence[Request]) -> dict[str, float | int]:
@@ -523,4 +530,6 @@ def _refuse(
         Request(i, *row, **prefix)  # type: ignore[arg-type]
     except ValueError as exc:
         raise ParameterError(f"{exc}{count}") from None
-    raise ParameterError(f"request {i}: a token count above 2**53 is not exact as a float{count}")
+    raise ParameterError(
+        f"request {i}: a token count must be at most {MAX_TOKENS.value:,} tokens ({MAX_TOKENS.why}){count}"
+    )

@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from budgetlab._checks import PLAIN_ERRORS, finite_number, int_at_least, is_int
+from budgetlab._checks import MAX_LOG_SIGMA, MAX_TOKENS, PLAIN_ERRORS, at_most, finite_number, int_at_least, is_int
 
 __all__ = [
     "LengthDistribution",
@@ -61,7 +61,7 @@ class Fixed:
     tokens: int
 
     def __post_init__(self) -> None:
-        int_at_least("Fixed.tokens", self.tokens, 1, **PLAIN_ERRORS)
+        int_at_least("Fixed.tokens", self.tokens, 1, **PLAIN_ERRORS, maximum=MAX_TOKENS)
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` copies of ``tokens`` [tokens] (``rng`` is not advanced)."""
@@ -85,8 +85,8 @@ class Uniform:
     high_tokens: int
 
     def __post_init__(self) -> None:
-        low = int_at_least("Uniform.low_tokens", self.low_tokens, 1, **PLAIN_ERRORS)
-        high = int_at_least("Uniform.high_tokens", self.high_tokens, 1, **PLAIN_ERRORS)
+        low = int_at_least("Uniform.low_tokens", self.low_tokens, 1, **PLAIN_ERRORS, maximum=MAX_TOKENS)
+        high = int_at_least("Uniform.high_tokens", self.high_tokens, 1, **PLAIN_ERRORS, maximum=MAX_TOKENS)
         if high < low:
             raise ValueError(
                 f"Uniform.high_tokens ({high}) is below low_tokens ({low}); both bounds are "
@@ -128,13 +128,18 @@ class LogNormal:
 
     def __post_init__(self) -> None:
         median = finite_number(
-            "LogNormal.median_tokens", self.median_tokens, positive=True, unit="tokens", **PLAIN_ERRORS
+            "LogNormal.median_tokens",
+            self.median_tokens,
+            positive=True,
+            unit="tokens",
+            **PLAIN_ERRORS,
+            maximum=MAX_TOKENS,
         )
-        finite_number("LogNormal.sigma", self.sigma, positive=False, **PLAIN_ERRORS)
-        low = int_at_least("LogNormal.min_tokens", self.min_tokens, 1, **PLAIN_ERRORS)
+        finite_number("LogNormal.sigma", self.sigma, positive=False, **PLAIN_ERRORS, maximum=MAX_LOG_SIGMA)
+        low = int_at_least("LogNormal.min_tokens", self.min_tokens, 1, **PLAIN_ERRORS, maximum=MAX_TOKENS)
         high = None
         if self.max_tokens is not None:
-            high = int_at_least("LogNormal.max_tokens", self.max_tokens, 1, **PLAIN_ERRORS)
+            high = int_at_least("LogNormal.max_tokens", self.max_tokens, 1, **PLAIN_ERRORS, maximum=MAX_TOKENS)
             if high < low:
                 raise ValueError(f"LogNormal.max_tokens ({high}) is below min_tokens ({low})")
         if median < low:
@@ -202,6 +207,11 @@ def whole_numbers(name: str, values: object) -> np.ndarray:
     array = np.asarray(listed)
     if array.ndim != 1 or array.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-D sequence of ints, got shape {array.shape}")
+    if array.dtype.kind in "iuf":  # before int64 could wrap a huge value
+        large = array > MAX_TOKENS.value
+        if large.any():
+            i = int(np.argmax(large))
+            at_most(f"{name}[{i}]", array[i].item(), MAX_TOKENS, error=ValueError)
     if array.dtype.kind == "f":
         bad = ~(np.isfinite(array) & (array == np.round(array)))
         if bad.any():
@@ -224,7 +234,12 @@ def as_distribution(name: str, value: object) -> LengthDistribution:
     if is_int(value):
         return Fixed(
             int_at_least(
-                name, value, 1, what="an int >= 1 [tokens] (Fixed.tokens) or a length distribution", **PLAIN_ERRORS
+                name,
+                value,
+                1,
+                what="an int >= 1 [tokens] (Fixed.tokens) or a length distribution",
+                **PLAIN_ERRORS,
+                maximum=MAX_TOKENS,
             )
         )
     if not isinstance(value, LengthDistribution):

@@ -27,12 +27,31 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from budgetlab._checks import PLAIN_ERRORS, finite_number, int_at_least, positive_rate, random_seed
+from budgetlab._checks import (
+    MAX_CV,
+    MAX_REQUESTS,
+    MAX_TIME_S,
+    MAX_TOKENS,
+    PLAIN_ERRORS,
+    Bound,
+    finite_number,
+    int_at_least,
+    positive_rate,
+    random_seed,
+)
 from budgetlab.specs import Request
 from budgetlab.workload.arrivals import poisson_arrivals
 from budgetlab.workload.frames import mean_total_tokens
 from budgetlab.workload.lengths import LengthDistribution, as_distribution
 from budgetlab.workload.synthetic import DEFAULT_NUM_REQUESTS, _checked_sample
+
+MAX_THINK_S = Bound(
+    MAX_TIME_S.value / 1e3,
+    "s",
+    "a conversation of up to a thousand turns must fit in the simulated clock's 2**32 s, where a float "
+    "still resolves a microsecond",
+)
+"""The longest mean think time between turns [s] (about 50 days)."""
 
 __all__ = [
     "system_prompt_workload",
@@ -69,8 +88,8 @@ def _system_prompt_args(
 ) -> tuple[int, int, float, int]:
     """The checked counts, exponent and seed of :func:`system_prompt_workload`."""
     return (
-        int_at_least("num_requests", num_requests, 1, **PLAIN_ERRORS),
-        int_at_least("num_prompts", num_prompts, 1, **PLAIN_ERRORS),
+        int_at_least("num_requests", num_requests, 1, **PLAIN_ERRORS, maximum=MAX_REQUESTS),
+        int_at_least("num_prompts", num_prompts, 1, **PLAIN_ERRORS, maximum=MAX_REQUESTS),
         finite_number("zipf_exponent", zipf_exponent, positive=False, **PLAIN_ERRORS),
         random_seed("seed", seed, **PLAIN_ERRORS),
     )
@@ -160,11 +179,11 @@ def _multi_turn_args(
     """The checked counts, think time, cap and seed of :func:`multi_turn_workload`."""
     cap = None
     if max_model_len_tokens is not None:
-        cap = int_at_least("max_model_len_tokens", max_model_len_tokens, 2, **PLAIN_ERRORS)
+        cap = int_at_least("max_model_len_tokens", max_model_len_tokens, 2, **PLAIN_ERRORS, maximum=MAX_TOKENS)
     return (
-        int_at_least("num_conversations", num_conversations, 1, **PLAIN_ERRORS),
-        finite_number("think_time_s", think_time_s, positive=True, unit="s", **PLAIN_ERRORS),
-        finite_number("think_time_cv", think_time_cv, positive=False, **PLAIN_ERRORS),
+        int_at_least("num_conversations", num_conversations, 1, **PLAIN_ERRORS, maximum=MAX_REQUESTS),
+        finite_number("think_time_s", think_time_s, positive=True, unit="s", **PLAIN_ERRORS, maximum=MAX_THINK_S),
+        finite_number("think_time_cv", think_time_cv, positive=False, **PLAIN_ERRORS, maximum=MAX_CV),
         cap,
         random_seed("seed", seed, **PLAIN_ERRORS),
     )
@@ -363,7 +382,7 @@ class SystemPromptWorkload:
     label: str = "system-prompts"
 
     def __post_init__(self) -> None:
-        int_at_least("num_requests", self.num_requests, 1, **PLAIN_ERRORS)
+        int_at_least("num_requests", self.num_requests, 1, **PLAIN_ERRORS, maximum=MAX_REQUESTS)
         # one draw validates the other fields with the generator's messages
         system_prompt_workload(
             num_requests=1,

@@ -13,7 +13,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from budgetlab._checks import PLAIN_ERRORS, finite_number, int_at_least, positive_rate, random_seed
+from budgetlab._checks import (
+    MAX_CV,
+    MAX_REQUESTS,
+    PLAIN_ERRORS,
+    finite_number,
+    int_at_least,
+    positive_rate,
+    random_seed,
+)
 from budgetlab.specs import Request
 from budgetlab.workload.arrivals import ARRIVAL_KINDS, ArrivalKind, gamma_arrivals, poisson_arrivals
 from budgetlab.workload.frames import fixed_lengths_label, mean_lengths_tokens, mean_total_tokens
@@ -73,14 +81,14 @@ def synthetic_workload(
     >>> [r.output_tokens for r in reqs]
     [50, 50, 50]
     """
-    n = int_at_least("num_requests", num_requests, 1, **PLAIN_ERRORS)
+    n = int_at_least("num_requests", num_requests, 1, **PLAIN_ERRORS, maximum=MAX_REQUESTS)
     rate = finite_number("rate_per_s", rate_per_s, positive=True, unit="1/s", **PLAIN_ERRORS)
     prompt_dist = as_distribution("prompt", prompt)
     output_dist = as_distribution("output", output)
     seed_value = random_seed("seed", seed, **PLAIN_ERRORS)
     if arrivals not in ARRIVAL_KINDS:
         raise ValueError(f"arrivals must be one of {', '.join(ARRIVAL_KINDS)}, got {arrivals!r}")
-    cv_value = finite_number("cv", cv, positive=False, **PLAIN_ERRORS)
+    cv_value = finite_number("cv", cv, positive=False, **PLAIN_ERRORS, maximum=MAX_CV)
     if arrivals == "poisson" and cv_value != 1.0:
         raise ValueError(
             f"cv={cv!r} only applies to gamma arrivals (Poisson gaps always have cv = 1); pass arrivals='gamma'"
@@ -213,7 +221,7 @@ class SyntheticWorkload:
     label: str = "synthetic"
 
     def __post_init__(self) -> None:
-        int_at_least("num_requests", self.num_requests)
+        int_at_least("num_requests", self.num_requests, maximum=MAX_REQUESTS)
         # One draw validates the distributions, the arrival kind and cv with workload's messages.
         synthetic_workload(
             num_requests=1,

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from budgetlab._checks import MAX_TOKENS
 from budgetlab.errors import TraceFormatError
 from budgetlab.workload.frames import PREFIX_ID_COLUMN, PREFIX_TOKENS_COLUMN
 
@@ -129,7 +130,7 @@ def _first(mask: np.ndarray) -> int | None:
     return None
 
 
-_MAX_TOKENS = 2**53  # whole numbers above this are not exact as floats
+_MAX_TOKENS = MAX_TOKENS.value  # the bound on one sequence (also exact as float64 and int64)
 
 
 def _parse_tokens(raw: np.ndarray, what: str) -> tuple[np.ndarray, int | None, str]:
@@ -155,7 +156,7 @@ def _parse_tokens(raw: np.ndarray, what: str) -> tuple[np.ndarray, int | None, s
             "silently)"
         )
     elif numbers[bad] > _MAX_TOKENS:
-        problem = f"{text!r} tokens is implausibly large (more than 2**53)"
+        problem = f"{text!r} tokens is more than {MAX_TOKENS.value:,} ({MAX_TOKENS.why})"
     else:
         problem = f"expected a whole number of tokens >= 1, got {text!r}"
     return numbers, bad, problem

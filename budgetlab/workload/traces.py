@@ -28,7 +28,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from budgetlab._checks import PLAIN_ERRORS, finite_number, int_at_least, positive_rate, random_seed
+from budgetlab._checks import (
+    MAX_TIME_S,
+    MAX_TOKENS,
+    PLAIN_ERRORS,
+    finite_number,
+    int_at_least,
+    positive_rate,
+    random_seed,
+)
 from budgetlab.errors import ParameterError, TraceFormatError
 from budgetlab.specs import Request
 from budgetlab.workload.frames import RequestColumns, fixed_lengths_label, mean_lengths_tokens
@@ -51,7 +59,7 @@ from budgetlab.workload.trace_cells import (
 
 __all__ = ["SPLITWISE_COLUMNS", "AZURE_COLUMNS", "PREFIX_COLUMNS", "load_trace", "TraceWorkload"]
 
-_MAX_TOKENS = 2.0**53  # whole numbers above this are not exact as floats
+_MAX_TOKENS = float(MAX_TOKENS.value)  # the bound on one sequence (also exact as float64 and int64)
 
 
 def _refuse_nul(path: Path) -> None:
@@ -141,7 +149,7 @@ def _raw_names(path: Path, header: list[str], names: Sequence[str]) -> list[str]
 
 
 def _tokens(column: pd.Series) -> np.ndarray | None:
-    """A token column as int64 if every cell is a whole number in [1, 2**53], else None."""
+    """A token column as int64 if every cell is a whole number in [1, 2**27], else None."""
     if column.dtype.kind not in "iuf":
         return None
     numbers = column.to_numpy(dtype=float)
@@ -214,7 +222,8 @@ def load_trace(
     that shares nothing; a ``prefix_tokens`` cell is a whole number of tokens from 0 to the
     request's prompt + output, empty meaning 0, and above 0 only with a ``prefix_id``.
 
-    Token counts must be whole numbers from 1 to 2**53 (``12`` or ``12.0``). An output of 0
+    Token counts must be whole numbers from 1 to 2**27 (``12`` or ``12.0``;
+    :data:`~budgetlab._checks.MAX_TOKENS`, far past any context window). An output of 0
     tokens is an error, not a skipped row: the simulator's requests always generate their first
     token, and nothing in a trace is dropped silently. Arrival times must be non-decreasing
     (ties are fine; compared on the text's digits, so epoch instants that round to one float64
@@ -252,7 +261,7 @@ def load_trace(
         A missing or unreadable file, an empty file or one with only a header, a missing or
         duplicated column (the message lists both formats' columns), a ragged row, or a bad
         cell: empty, non-numeric, NaN/inf or negative time, unparseable timestamp, time going
-        backwards, fractional, zero, negative or implausibly large (over 2**53) token count, or
+        backwards, fractional, zero, negative or implausibly large (over 2**27) token count, or
         a prefix column without the
         other, a bad ``prefix_tokens`` cell (not a whole number >= 0, more than the prompt +
         output, or shared tokens without a ``prefix_id``). The message names the file, the
@@ -290,6 +299,13 @@ def load_trace(
                 "no rate; use time_scale or keep more requests"
             )
         scale = (times.size - 1) / (target_rate * span)
+    if offsets.size and float(offsets.max()) * scale > MAX_TIME_S.value:
+        last = int(np.argmax(offsets))
+        raise TraceFormatError(
+            f"{path}: request {last} (data row {last + 1}) arrives {float(offsets[last]) * scale:.6g} s after the "
+            f"first, more than {MAX_TIME_S.value:,.0f} s ({MAX_TIME_S.why}); check the arrival column's unit "
+            "or time_scale"
+        )
     return RequestColumns(
         times * scale,
         trace.prompt_tokens[keep],
