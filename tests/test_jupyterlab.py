@@ -31,7 +31,7 @@ import pytest
 from devtools import DevTools, Page
 from test_notebooks import SMALL
 
-from budgetlab.notebook.lab import LOOPBACK, lab_arguments
+from budgetlab.notebook.lab import LOOPBACK, lab_arguments, lab_environment
 
 pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
 
@@ -79,8 +79,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     settings = home / "settings" / "@jupyterlab" / "notebook-extension"
     settings.mkdir(parents=True)
     (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+    # a fresh profile, in the environment make lab gives JupyterLab (no news question)
     env = {
-        **os.environ,
+        **lab_environment(),
         "JUPYTER_CONFIG_DIR": str(home / "config"),
         "JUPYTER_DATA_DIR": str(home / "data"),
         "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
@@ -229,6 +230,10 @@ def test_jupyterlab_runs_the_notebook_and_draws_every_chart_offline(
         moved = page.evaluate(SLIDE)
         assert moved["moved_to"] == moved["min"] != moved["start"], moved
         assert moved["changed"], "moving the slider did not redraw its chart"
+
+    # no toast asking whether to fetch Jupyter's news (the fresh profile would ask without
+    # make lab's settings; by now the announcements plugin has long been activated)
+    assert "official Jupyter news" not in page.evaluate("document.body.textContent")
 
     # nothing asked of any host but this JupyterLab, and no script failed
     outside = [

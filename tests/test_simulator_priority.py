@@ -286,6 +286,62 @@ def test_prio_hol_the_best_priority_head_blocks_the_queue():
 
 
 # --------------------------------------------------------------------------------------------
+# Ties: equal (priority, arrival) break by submission order, the later-submitted is the newer
+# (vLLM's arrival_time is a wall-clock stamp, so two submissions are never truly tied)
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_victim_among_equal_keys_is_the_later_submitted_one():
+    # hi(0) 8 and the tied x(5), y(5), 4-token prompts, all @0 (outputs 3), block 4, 5 usable
+    # blocks. Step 0 admits hi (2 blocks), then x and y in input order (1 each): 1 block free.
+    # Step 1: hi:D1@8 takes it; x:D1@4 needs a 2nd block with none free. The victim is the
+    # largest (priority, arrival, input order): y, submitted after x (not reached yet, it
+    # leaves the list), and x takes y's block. vLLM's max over equal keys would pick x, the
+    # first in the list, but its stamps differ and y's is later. Listing y first swaps them.
+    for first, second in (("x", "y"), ("y", "x")):
+        reqs = [Request("hi", 0.0, 8, 3, 0), Request(first, 0.0, 4, 3, 5), Request(second, 0.0, 4, 3, 5)]
+        steps = rendered(run_all_modes(reqs, engine(block_size=4, num_kv_blocks=5), STEP), reqs)
+        assert steps == [
+            f"hi:P8@0* + {first}:P4@0* + {second}:P4@0*",
+            f"hi:D1@8* + {first}:D1@4* | preempted={second}",
+            f"hi:D1@9* + {first}:D1@5*",
+            f"{second}:R5@0*",
+            f"{second}:D1@5*",
+        ]
+
+
+def test_tied_requests_preempt_the_newer_and_requeue_in_submission_order():
+    # Three tied requests @0, priority 0: a, b (20-token prompts, outputs 2), c (8, output 1);
+    # budget 8, threshold 4, 2 slots, block 4, 6 usable blocks, first-chunk admission
+    # (scheduler_reserve_full_isl=False). a and b prefill 4 tokens a step; c waits for a slot.
+    # Step 3: a needs a 4th block, none free: the victim is b (submitted after a), not a (the
+    # first of equal keys in the list, which would evict itself; before ties broke by
+    # submission order the two evicted each other forever). Step 5: a's decode needs a 6th
+    # block: b again. Step 6: a has finished; b (re-queued) and c wait with equal keys and b,
+    # submitted first, is admitted first. With one key for all, priority is FCFS, step for step.
+    reqs = [Request("a", 0.0, 20, 2), Request("b", 0.0, 20, 2), Request("c", 0.0, 8, 1)]
+    eng = engine(
+        max_num_batched_tokens=8,
+        max_num_seqs=2,
+        block_size=4,
+        num_kv_blocks=6,
+        long_prefill_token_threshold=4,
+        scheduler_reserve_full_isl=False,
+    )
+    result = run_all_modes(reqs, eng, STEP)
+    steps = rendered(result, reqs)
+    assert steps[:3] == [f"a:P4@{k}* + b:P4@{k}*".replace("*", "") for k in (0, 4, 8)]
+    assert steps[3:7] == [
+        "a:P4@12 | preempted=b",
+        "a:P4@16* + b:R4@0",
+        "a:D1@20* | preempted=b",
+        "b:R4@0 + c:P4@0",
+    ]
+    assert result.requests["finished_at_s"].notna().all()
+    assert_same(result, run_all_modes(reqs, fcfs(eng), STEP))
+
+
+# --------------------------------------------------------------------------------------------
 # Fast mode: decode-only jumps under the priority policy
 # --------------------------------------------------------------------------------------------
 

@@ -55,10 +55,14 @@ GAPS_S = [0.0, 0.0, 0.0, 0.001, 0.004, 0.01, 0.1, 0.25, 1.0, 3.0]
 @st.composite
 def scenarios(draw, *, max_requests: int = 20, max_prompt: int = 40, max_output: int = 30):
     num = draw(st.integers(1, max_requests))
-    gaps = draw(st.lists(st.sampled_from(GAPS_S), min_size=num, max_size=num))
+    # one example in three is tie-heavy: bursts of equal arrivals and two priorities, so that
+    # equal (priority, arrival) keys meet in the queue and among the victims
+    tied = draw(st.sampled_from([False, False, True]))
+    gap_choices, priority_choices = ([0.0, 0.0, 0.0, 1.0], st.integers(0, 1)) if tied else (GAPS_S, st.integers(-2, 3))
+    gaps = draw(st.lists(st.sampled_from(gap_choices), min_size=num, max_size=num))
     prompts = draw(st.lists(st.integers(1, max_prompt), min_size=num, max_size=num))
     outputs = draw(st.lists(st.integers(1, max_output), min_size=num, max_size=num))
-    priorities = draw(st.lists(st.integers(-2, 3), min_size=num, max_size=num))  # ties likely
+    priorities = draw(st.lists(priority_choices, min_size=num, max_size=num))  # ties likely
     groups = draw(st.lists(st.sampled_from([None, None, "a", "a", "b"]), min_size=num, max_size=num))
     arrivals = np.cumsum(gaps).tolist()
     requests = []
@@ -118,6 +122,7 @@ def replay_and_check(result, requests, eng) -> None:
     last tokens are in flight."""
     spec = {r.request_id: r for r in requests}
     arrival = relative_arrivals(result, requests)
+    rank = {r.request_id: k for k, r in enumerate(sorted(requests, key=lambda r: r.arrival_at_s))}  # stable
     pipelined = eng.async_scheduling
     sharing = eng.enable_prefix_caching and any(r.prefix_id is not None for r in requests)
     finishing: list = []
@@ -143,6 +148,11 @@ def replay_and_check(result, requests, eng) -> None:
         if i and row.start_at_s > ends[i - 1]:
             assert not running and row.start_at_s in arrival_times  # idle until an arrival
         for rid in entry["preempted"]:
+            if eng.scheduling_policy == "priority":
+                # the largest (priority, arrival, input order): of equal keys the later-submitted
+                assert rid == max(running, key=lambda r: (spec[r].priority, rank[r]))
+            elif eng.policy == "vllm-v1":
+                assert rid == running[-1]  # FCFS: the newest admitted, the tail
             running.remove(rid)
             if rid in finishing:  # pipelined: finished, its last token in flight
                 finishing.remove(rid)
@@ -255,6 +265,27 @@ def test_random_workloads_obey_the_invariants_and_modes_agree(scenario):
     replay_and_check(result, requests, eng)
     # Same input, same result.
     assert_same(result, simulate(requests, engine=eng, cost=cost, mode="reference"))
+
+
+@settings(max_examples=150)
+@given(scenarios())
+def test_with_one_priority_for_all_the_priority_policy_is_fcfs_step_for_step(scenario):
+    # Ties break by submission order everywhere (queue and victim), so with one priority for
+    # every request the priority policy runs exactly as FCFS in vLLM's step order: the
+    # waiting queue is the submission order, and the largest key among the running requests
+    # is the newest, the tail FCFS evicts (a victim taken as "the first of equal keys" would
+    # evict the oldest instead). Every mode of both policies agrees bit for bit.
+    requests, eng, cost = scenario
+    requests = [dataclasses.replace(r, priority=1) for r in requests]
+    eng = dataclasses.replace(eng, policy="vllm-v1", scheduling_policy="priority")
+    try:
+        result = run_all_modes(requests, eng, cost)
+    except SchedulerStallError:
+        assert not eng.scheduler_reserve_full_isl
+        with pytest.raises(SchedulerStallError):
+            simulate(requests, engine=dataclasses.replace(eng, scheduling_policy="fcfs"), cost=cost, mode="reference")
+        return
+    assert_same(result, run_all_modes(requests, dataclasses.replace(eng, scheduling_policy="fcfs"), cost))
 
 
 @settings(max_examples=40)

@@ -39,16 +39,27 @@ and the choice of victim, nothing else:
    first (negative priorities allowed); a preempted request re-enters it at its own key, not
    at the front. Head-of-line blocking applies to its head, the best-priority request.
 6. When a running request cannot get its blocks, the victim is the running request with the
-   largest ``(priority, arrival)`` wherever it stands in the list (among equal keys the first
-   in the list, as vLLM's ``max``). A victim already scheduled in this step has its chunk
-   withdrawn: its tokens go back to the budget, its blocks to the pool. A victim not reached
-   yet leaves the list. When the request being scheduled is its own victim it is dropped and
-   the pass *continues* with the next running request (FCFS ends the pass there; the reference
-   states this and its ``prio_self`` scenario shows it). The waiting pass is still skipped in a
-   step that preempted.
+   largest ``(priority, arrival, input order)`` wherever it stands in the list. A victim
+   already scheduled in this step has its chunk withdrawn: its tokens go back to the budget,
+   its blocks to the pool. A victim not reached yet leaves the list. When the request being
+   scheduled is its own victim it is dropped and the pass *continues* with the next running
+   request (FCFS ends the pass there; the reference states this and its ``prio_self``
+   scenario shows it). The waiting pass is still skipped in a step that preempted.
 7. Everything else is as FCFS: the running list stays in admission order and the running pass
    walks it in that order (a low-priority prefill admitted earlier keeps its place), and
    arrivals never preempt — a better-priority request waits for a slot or for blocks.
+
+*Ties break by submission order*, wherever arrival times are compared (rules 1, 5 and 6, in
+both modes): of two requests with the same priority and the same ``arrival_at_s``, the one
+later in the input is the newer — it queues behind the other and is the preemption victim
+first, whatever their places in the running list. vLLM 0.33 has no true ties: its
+``Request.arrival_time`` is a wall-clock stamp taken at submission (``vllm/v1/request.py``),
+``PriorityRequestQueue`` (``vllm/v1/core/sched/request_queue.py``) pops the smallest
+``(priority, arrival_time, request_id)``, and ``Scheduler.schedule``
+(``vllm/v1/core/sched/scheduler.py``) evicts ``max(self.running, key=lambda r: (r.priority,
+r.arrival_time))``. Python's ``max`` would return the first of truly equal keys, but stamps
+differ, so the later-submitted request wins; a trace's equal times stand for submissions a
+moment apart, in input order.
 
 ``enable_prefix_caching=True`` (section 1 of the companion reference; the pool is
 :mod:`.blocks`):
@@ -145,8 +156,11 @@ from functools import cached_property
 
 import pandas as pd
 
+from budgetlab.catalog import resolve_hardware, resolve_model
 from budgetlab.cost import CostModel, hardware_of, model_of
+from budgetlab.cost.named import check_cost, make_cost
 from budgetlab.display import html_table, one_line
+from budgetlab.errors import ParameterError
 from budgetlab.simulator.inputs import check_cost_matches_engine, check_requests_fit, kv_pool_blocks, request_table
 from budgetlab.simulator.loop import SIM_MODES, RunOptions, SimMode, run
 from budgetlab.simulator.state import STEP_KINDS, new_state
@@ -177,9 +191,9 @@ def simulate(
     requests: Iterable[Request] | pd.DataFrame,
     *,
     engine: EngineConfig,
-    cost: CostModel,
-    hardware: HardwareSpec | None = None,
-    model: ModelSpec | None = None,
+    cost: CostModel | str,
+    hardware: HardwareSpec | str | None = None,
+    model: ModelSpec | str | None = None,
     mode: SimMode = "fast",
 ) -> SimResult:
     """Replay ``requests`` through a continuous-batching engine scheduled like vLLM V1.
@@ -194,14 +208,19 @@ def simulate(
     engine : EngineConfig
         Scheduling knobs (budget, ``max_num_seqs``, block size, KV pool, threshold, step order
         ``policy``, ``scheduling_policy``).
-    cost : CostModel
+    cost : CostModel or str
         The step-cost model (:class:`budgetlab.cost.CostModel`: ``batch_time_s(Batch)`` and
         ``decode_run_time_s``); e.g. :class:`~budgetlab.IdealCost` or
         :class:`~budgetlab.ConstantCost`. A model with ``batch_time_s`` only also works (each
-        step of a decode-only run is then priced on its own, more slowly).
-    hardware, model : HardwareSpec, ModelSpec, optional
-        Used to size the KV pool when ``engine.num_kv_blocks`` is None; default to the cost
-        model's (:func:`budgetlab.cost.hardware_of`, :func:`budgetlab.cost.model_of`).
+        step of a decode-only run is then priced on its own, more slowly). Or a name:
+        ``"typical"`` (:meth:`CalibratedCost.typical <budgetlab.cost.CalibratedCost.typical>`
+        for ``engine``'s deployment, the real-engine cost) or ``"ideal"`` (the seeds'
+        roofline), built with :func:`budgetlab.cost.named.make_cost` for ``hardware`` and
+        ``model``, which a name needs.
+    hardware, model : HardwareSpec, ModelSpec or catalog slug, optional
+        Used to size the KV pool when ``engine.num_kv_blocks`` is None, and to build a named
+        cost; default to the cost model's (:func:`budgetlab.cost.hardware_of`,
+        :func:`budgetlab.cost.model_of`).
     mode : {"fast", "reference"}
         ``"reference"`` schedules one step at a time; ``"fast"`` jumps over runs of
         decode-only steps. Both give identical results.
@@ -227,6 +246,12 @@ def simulate(
         cost model that are not finite and > 0.
     TypeError
         ``engine`` is not an :class:`EngineConfig`, or ``cost`` has no ``batch_time_s``.
+    ParameterError
+        A cost name without ``hardware`` and ``model``, an unknown name, or an unknown slug.
+
+    Examples
+    --------
+    >>> simulate(requests, engine=engine, cost="typical", hardware="h100-sxm", model="llama-3.1-8b")  # doctest: +SKIP
     """
     options = RunOptions(mode=mode)
     return simulate_with(requests, engine=engine, cost=cost, hardware=hardware, model=model, options=options)
@@ -236,15 +261,19 @@ def simulate_with(
     requests: Iterable[Request] | pd.DataFrame,
     *,
     engine: EngineConfig,
-    cost: CostModel,
-    hardware: HardwareSpec | None = None,
-    model: ModelSpec | None = None,
+    cost: CostModel | str,
+    hardware: HardwareSpec | str | None = None,
+    model: ModelSpec | str | None = None,
     options: RunOptions,
 ) -> SimResult:
     """:func:`simulate` with every run option explicit (:class:`RunOptions`; for tests and
     benchmarks that force a code path)."""
     if not isinstance(engine, EngineConfig):
         raise TypeError(f"engine must be an EngineConfig, got {type(engine).__name__}")
+    hardware = resolve_hardware(hardware) if isinstance(hardware, str) else hardware
+    model = resolve_model(model) if isinstance(model, str) else model
+    if isinstance(cost, str):
+        cost = _named_cost(cost, engine, hardware, model)
     if not callable(getattr(cost, "batch_time_s", None)):
         raise TypeError(
             f"cost must be a step-cost model with batch_time_s(batch) (IdealCost, ConstantCost, "
@@ -266,6 +295,20 @@ def simulate_with(
     return SimResult(
         engine=engine, num_kv_blocks=num_blocks, mode=options.mode, time_origin_s=trace.time_origin_s, _trace=trace
     )
+
+
+def _named_cost(name: str, engine: EngineConfig, hardware: HardwareSpec | None, model: ModelSpec | None) -> CostModel:
+    """The cost model a name stands for on ``engine``'s deployment of ``model`` on ``hardware``."""
+    spec = check_cost(name)
+    if hardware is None or model is None:
+        missing = " and ".join(n for n, v in (("hardware", hardware), ("model", model)) if v is None)
+        raise ParameterError(
+            f"cost={name!r} names a step-cost model, which needs the GPU and the model it prices: "
+            f"pass {missing} too, e.g. simulate(requests, engine=engine, cost={name!r}, "
+            'hardware="h100-sxm", model="llama-3.1-8b"), or pass a cost model instance such as '
+            "bl.CalibratedCost.typical(hw, model, engine=engine)"
+        )
+    return make_cost(spec, hardware, model, engine=engine)
 
 
 @dataclass(frozen=True, eq=False)
@@ -351,7 +394,9 @@ class SimResult:
 
         Keys: ``ttft_{p50,p90,p99,mean}_s``, ``itl_{p50,p90,p99,mean}_s`` (over every gap
         between consecutive output tokens of every request), ``max_itl_s``,
-        ``e2e_{p50,p90,p99,mean}_s``, ``makespan_s`` (last finish − first arrival),
+        ``tpot_{p50,p90,p99,mean}_s`` (each request's mean gap, vLLM's TPOT, over the
+        requests with two or more output tokens), ``e2e_{p50,p90,p99,mean}_s``,
+        ``makespan_s`` (last finish − first arrival),
         ``throughput_tokens_per_s`` (output tokens / makespan), ``requests_per_s``,
         ``num_requests``, ``num_prompt_tokens``, ``num_output_tokens``, ``num_steps``,
         ``num_preemptions``, ``kv_peak_blocks``, ``num_kv_blocks`` and ``kv_peak_fraction``

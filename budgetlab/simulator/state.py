@@ -22,7 +22,7 @@ so epoch arrivals (1.7e15 s, where float64's spacing is 0.25 s) keep the steps' 
 The waiting queue is a deque under FCFS and a :class:`PriorityWaitingQueue` (a heap on
 ``(priority, arrival index)``, the same four operations) under the priority policy; victims are
 chosen by the policy (:func:`budgetlab.simulator.step.pop_victim` for FCFS, the largest
-``(priority, arrival)`` in :func:`budgetlab.simulator.step.running_pass_priority`).
+``(priority, arrival index)`` in :func:`budgetlab.simulator.step.running_pass_priority`).
 
 The KV pool is a record of counters (:class:`KVPool`); with prefix caching on, a
 :class:`~budgetlab.simulator.blocks.PrefixBlockPool` also keeps every block's identity, behind
@@ -218,8 +218,8 @@ class PriorityWaitingQueue:
     """The waiting queue of ``scheduling_policy="priority"``: a heap on ``(priority, index)``.
 
     Requests are indexed in arrival order (equal arrivals in input order), so the key is vLLM's
-    ``(priority, arrival_time, request_id)`` with the input order as the id tie-break
-    (``vllm-v1-prefix-async-priority.md`` rule 32): the smallest goes first. It offers the
+    ``(priority, arrival_time, request_id)`` (``vllm-v1-prefix-async-priority.md`` rule 32), the
+    submission order breaking arrival ties as vLLM's wall-clock stamps do: the smallest first. It offers the
     deque operations the steps use; :meth:`appendleft` (a preempted request) pushes at the
     request's own key, not at the front (rule 33).
 
@@ -427,8 +427,9 @@ class SimState:
     priority_policy : bool
         ``engine.scheduling_policy == "priority"``.
     victim_keys : list of tuple
-        ``(priority, arrival_at_s)`` per request: the priority policy preempts the running
-        request with the largest (empty under FCFS).
+        ``(priority, arrival index)`` per request: the priority policy preempts the running
+        request with the largest (empty under FCFS); the index breaks arrival ties by
+        submission order, so of equal keys the later-submitted request is evicted first.
     pool : PrefixBlockPool or None
         The blocks' identities, with prefix caching on (None: the counters of ``kv`` suffice).
     pipelined : bool
@@ -478,7 +479,7 @@ class SimState:
     chunked_prefill: bool
     decode_first: bool
     priority_policy: bool
-    victim_keys: list[tuple[int, float]]
+    victim_keys: list[tuple[int, int]]
     kv: KVPool
     pool: PrefixBlockPool | None
     pipelined: bool
@@ -521,11 +522,11 @@ def new_state(table: RequestTable, engine: EngineConfig, cost: CostModel, num_bl
     arrival_list.frombytes(np.ascontiguousarray(arrival, dtype=np.float64).tobytes())
     priority_policy = engine.scheduling_policy == "priority"
     waiting: deque[int] | PriorityWaitingQueue = deque()
-    victim_keys: list[tuple[int, float]] = []
+    victim_keys: list[tuple[int, int]] = []
     if priority_policy:
         priority = table.priority[order].tolist()
         waiting = PriorityWaitingQueue(priority)
-        victim_keys = list(zip(priority, arrival.tolist()))
+        victim_keys = list(zip(priority, range(len(order))))  # the index breaks arrival ties
     pool = None
     if engine.enable_prefix_caching:
         keys = BlockKeys(

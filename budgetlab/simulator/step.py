@@ -6,7 +6,7 @@ split the way inference-sim (BLIS) splits a step:
 1. **Form the step** — :func:`running_pass` (each running request's chunk, in the policy's
    order, preempting by :func:`pop_victim` while the pool is short, see :func:`make_room`; with
    ``scheduling_policy="priority"`` :func:`running_pass_priority`, whose victim is the largest
-   ``(priority, arrival)``), then the waiting pass
+   ``(priority, arrival)``, the later-submitted of equal arrivals), then the waiting pass
    (:func:`budgetlab.simulator.state.admit_waiting`), skipped when the step preempted. Blocks
    for each chunk are taken from the pool as it is scheduled (that is what the next request's
    check sees, as in vLLM).
@@ -168,10 +168,11 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
     The same walk and chunk sizes (admission order, or ``decode-first``'s order); only a
     shortage of blocks is handled differently (``vllm-v1-prefix-async-priority.md`` rule 36):
     the victim is :func:`priority_victim`, the running request with the largest
-    ``(priority, arrival)`` wherever it stands. A victim already scheduled in this step has its
-    chunk withdrawn (its tokens go back to the budget, its chunk's blocks back to the pool); a
-    victim not reached yet is skipped; when the request being scheduled is its own victim it is
-    dropped and the pass goes on with the next running request.
+    ``(priority, arrival)`` (the later-submitted of equal arrivals) wherever it stands. A
+    victim already scheduled in this step has its chunk withdrawn (its tokens go back to the
+    budget, its chunk's blocks back to the pool); a victim not reached yet is skipped; when the
+    request being scheduled is its own victim it is dropped and the pass goes on with the next
+    running request.
 
     Returns
     -------
@@ -238,9 +239,16 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
 
 
 def priority_victim(state: SimState) -> int:
-    """The running request with the largest ``(priority, arrival_at_s)``, the least important
-    and newest one (vLLM's ``max(running, key=...)``: among equal keys, the first in the
-    running list)."""
+    """The running request with the largest ``(priority, arrival index)``, the least important
+    and newest one.
+
+    vLLM 0.33 picks ``max(self.running, key=lambda r: (r.priority, r.arrival_time))``
+    (``Scheduler.schedule`` in ``vllm/v1/core/sched/scheduler.py``). Python's ``max`` returns
+    the first of equal keys, but a server's ``arrival_time`` is a wall-clock stamp, so two
+    requests submitted "at the same instant" are never tied: the later-submitted one is newer
+    and is evicted first, wherever it stands in the running list. The arrival index
+    (:attr:`SimState.victim_keys`: arrival order, equal arrivals in input order) reproduces
+    that; keys are therefore unique and the first maximum is the only one."""
     keys = state.victim_keys
     running = state.running
     victim = running[0]
