@@ -16,6 +16,13 @@ Examples
 
 :func:`resolve_hardware` and :func:`resolve_model` turn "a slug or a spec" arguments into a
 spec: the one resolver every function that accepts either uses.
+
+A model is also found by the Hugging Face repository it was read from: ``models.csv``'s
+optional ``hf_ids`` column lists, per row, the repository ids that row stands for (the base and
+instruct checkpoints of one architecture), so ``model("meta-llama/Llama-3.1-8B-Instruct")`` is
+the ``llama-3.1-8b`` row. :func:`hf_ids` lists them. Nothing is downloaded: an id not listed is
+refused with the closest listed ones; pass its ``config.json`` to
+:func:`budgetlab.model_from_hf_config` instead.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ __all__ = [
     "resolve_model",
     "list_hardware",
     "list_models",
+    "hf_ids",
     "hardware_table",
     "model_table",
     "clear_cache",
@@ -53,8 +61,12 @@ __all__ = [
 HARDWARE_FILE = "hardware.csv"
 MODELS_FILE = "models.csv"
 NOTES_COLUMN = "notes"
+HF_IDS_COLUMN = "hf_ids"
+"""``models.csv``'s optional column: the Hugging Face repository ids a row stands for,
+separated by ``;`` (``meta-llama/Llama-3.1-8B;meta-llama/Llama-3.1-8B-Instruct``)."""
 
 _SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_HF_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 _MAX_SUGGESTIONS = 5
 
 Spec = TypeVar("Spec", HardwareSpec, ModelSpec)
@@ -118,11 +130,15 @@ def _catalog_dir() -> Path:
 
 @dataclass(frozen=True)
 class _Table(Generic[Spec]):
-    """One validated catalog file: specs by slug (file order) and each row's notes."""
+    """One validated catalog file: specs by slug (file order), each row's notes, and the
+    Hugging Face ids of each row (``aliases``: lower-case id -> slug; ``hf_ids``: id as written
+    -> slug), empty for a file without the :data:`HF_IDS_COLUMN`."""
 
     path: Path
     specs: dict[str, Spec]
     notes: dict[str, str]
+    aliases: dict[str, str] = dataclasses.field(default_factory=dict)
+    hf_ids: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 class _Row:
@@ -205,7 +221,9 @@ def _optional_columns(spec_type: type) -> frozenset[str]:
     )
 
 
-def _read_table(path: Path, spec_type: type[Spec], check: Callable[[_Row, Spec], None]) -> _Table:
+def _read_table(
+    path: Path, spec_type: type[Spec], check: Callable[[_Row, Spec], None], *, alias_column: str | None = None
+) -> _Table:
     """Read, validate and convert one catalog CSV.
 
     Parameters
@@ -216,6 +234,9 @@ def _read_table(path: Path, spec_type: type[Spec], check: Callable[[_Row, Spec],
         :class:`HardwareSpec` or :class:`ModelSpec`; its fields are the columns.
     check : callable
         Cross-field checks on a built spec; raises through ``row.error``.
+    alias_column : str or None
+        An optional column of ``;``-separated Hugging Face ids per row (:data:`HF_IDS_COLUMN`);
+        each must look like ``owner/name`` and name one row only.
 
     Raises
     ------
@@ -240,11 +261,14 @@ def _read_table(path: Path, spec_type: type[Spec], check: Callable[[_Row, Spec],
         except (csv.Error, UnicodeDecodeError) as exc:
             raise CatalogError(f"{path}, line 1: not a readable UTF-8 CSV header ({exc})") from None
         header = [name.strip() for name in header]
-        _check_header(path, header, required, set(kinds) | {NOTES_COLUMN})
+        extra = {NOTES_COLUMN} | ({alias_column} if alias_column else set())
+        _check_header(path, header, required, set(kinds) | extra)
 
         specs: dict[str, Spec] = {}
         notes: dict[str, str] = {}
         first_line: dict[str, int] = {}
+        aliases: dict[str, str] = {}
+        hf_ids: dict[str, str] = {}
         try:
             for cells in reader:
                 line = reader.line_num
@@ -270,11 +294,31 @@ def _read_table(path: Path, spec_type: type[Spec], check: Callable[[_Row, Spec],
                 first_line[slug] = line
                 specs[slug] = spec
                 notes[slug] = row.cells.get(NOTES_COLUMN, "")
+                if alias_column and alias_column in header:
+                    for repo_id in _row_aliases(row, alias_column, aliases):
+                        aliases[repo_id.lower()] = slug
+                        hf_ids[repo_id] = slug
         except (csv.Error, UnicodeDecodeError) as exc:
             raise CatalogError(f"{path}, line {reader.line_num}: not a readable UTF-8 CSV ({exc})") from None
     if not specs:
         raise CatalogError(f"{path} has a header but no rows")
-    return _Table(path=path, specs=specs, notes=notes)
+    return _Table(path=path, specs=specs, notes=notes, aliases=aliases, hf_ids=dict(sorted(hf_ids.items())))
+
+
+def _row_aliases(row: _Row, column: str, taken: dict[str, str]) -> list[str]:
+    """The ``;``-separated Hugging Face ids in ``row``'s ``column``, checked: each
+    ``owner/name`` and not listed by an earlier row (``taken``: lower-case id -> slug)."""
+    found = [part.strip() for part in row.cells[column].split(";") if part.strip()]
+    for repo_id in found:
+        if not _HF_ID_RE.match(repo_id):
+            raise row.error(
+                column,
+                f"{repo_id!r} is not a Hugging Face repository id: write owner/name such as "
+                "'meta-llama/Llama-3.1-8B-Instruct', several separated by ';'",
+            )
+        if repo_id.lower() in taken:
+            raise row.error(column, f"{repo_id!r} is already listed by the row {taken[repo_id.lower()]!r}")
+    return found
 
 
 def _check_header(path: Path, header: list[str], required: list[str], allowed: set[str]) -> None:
@@ -337,7 +381,7 @@ def _hardware_table(directory: Path) -> _Table[HardwareSpec]:
 
 @functools.cache
 def _model_table(directory: Path) -> _Table[ModelSpec]:
-    return _read_table(directory / MODELS_FILE, ModelSpec, _check_model)
+    return _read_table(directory / MODELS_FILE, ModelSpec, _check_model, alias_column=HF_IDS_COLUMN)
 
 
 def clear_cache() -> None:
@@ -360,14 +404,38 @@ def _lookup(table: _Table[Spec], slug: str, kind: str, lister: str) -> Spec:
         return table.specs[key]
     except KeyError:
         pass
+    if key in table.aliases:
+        return table.specs[table.aliases[key]]
+    if "/" in key and table.hf_ids:
+        raise _unknown_hf_id(table, slug.strip())
     known = sorted(table.specs)
-    close = [name for name in known if key and key in name]
+    close = [repo_id for repo_id in table.hf_ids if repo_id.lower().rpartition("/")[2] == key]  # owner left out
+    close += [name for name in known if key and key in name]
     close += [
         name for name in difflib.get_close_matches(key, known, n=_MAX_SUGGESTIONS, cutoff=0.6) if name not in close
     ]
     hint = f"Did you mean {', '.join(close[:_MAX_SUGGESTIONS])}? " if close else ""
     raise UnknownNameError(
         f"unknown {kind} {slug!r}. {hint}See every slug with budgetlab.{lister}() (rows come from {table.path})."
+    )
+
+
+def _unknown_hf_id(table: _Table, repo_id: str) -> UnknownNameError:
+    """The error for a Hugging Face id no row lists, with the closest listed ids."""
+    key = repo_id.lower()
+    by_key = {name.lower(): name for name in table.hf_ids}
+    close = [by_key[k] for k in sorted(by_key) if k in key or key in k]
+    close += [
+        by_key[k]
+        for k in difflib.get_close_matches(key, sorted(by_key), n=_MAX_SUGGESTIONS, cutoff=0.6)
+        if by_key[k] not in close
+    ]
+    hint = f"Did you mean {', '.join(close[:_MAX_SUGGESTIONS])}? " if close else ""
+    return UnknownNameError(
+        f"unknown Hugging Face model id {repo_id!r}: no catalog row lists it (budgetlab never "
+        f"downloads anything). {hint}See every listed id with budgetlab.catalog.hf_ids() (the "
+        f"{HF_IDS_COLUMN} column of {table.path}); for another model, pass the path of its "
+        "config.json (budgetlab.model_from_hf_config)."
     )
 
 
@@ -396,12 +464,14 @@ def hardware(slug: str) -> HardwareSpec:
 
 
 def model(slug: str) -> ModelSpec:
-    """Look up one model by slug.
+    """Look up one model by slug, or by a Hugging Face id its row lists.
 
     Parameters
     ----------
     slug : str
-        Catalog key such as ``"llama-3.1-8b"``; case and surrounding whitespace are ignored.
+        Catalog key such as ``"llama-3.1-8b"``, or a Hugging Face repository id in the row's
+        ``hf_ids`` (``"meta-llama/Llama-3.1-8B-Instruct"``, see :func:`hf_ids`); case and
+        surrounding whitespace are ignored.
 
     Returns
     -------
@@ -412,9 +482,14 @@ def model(slug: str) -> ModelSpec:
     Raises
     ------
     UnknownNameError
-        For a slug not in the catalog; the message lists close matches.
+        For a slug or Hugging Face id not in the catalog; the message lists close matches.
     CatalogError
         When ``models.csv`` is missing or malformed.
+
+    Examples
+    --------
+    >>> model("meta-llama/Llama-3.1-8B-Instruct").slug
+    'llama-3.1-8b'
     """
     return _lookup(_model_table(_catalog_dir()), slug, "model", "list_models")
 
@@ -490,6 +565,18 @@ def list_models() -> list[str]:
         Slugs accepted by :func:`model`.
     """
     return sorted(_model_table(_catalog_dir()).specs)
+
+
+def hf_ids() -> dict[str, str]:
+    """Every Hugging Face repository id the model catalog knows, and the row it stands for.
+
+    Returns
+    -------
+    dict of str to str
+        ``{"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", ...}``, sorted by id, as written
+        in ``models.csv``'s ``hf_ids`` column; :func:`model` accepts each id in any case.
+    """
+    return dict(_model_table(_catalog_dir()).hf_ids)
 
 
 def _to_frame(table: _Table) -> pd.DataFrame:
