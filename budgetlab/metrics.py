@@ -13,6 +13,10 @@ ITL ``itl_*_s``
     requests* (token-weighted: a long answer weighs more than a short one).
 ``mean_itl_s`` (per request)
     ``(finished − first token) / (k − 1)``, the mean of that request's gaps (NaN when k = 1).
+TPOT ``tpot_*_s``
+    Time per output token, per request as ``vllm bench serve`` reports it: the request's
+    ``mean_itl_s``; the TPOT percentiles and mean are over the requests with at least two
+    output tokens (request-weighted, unlike ITL's token weighting) [s].
 E2E ``e2e_s``
     Finish (last token) minus arrival [s].
 Throughput ``throughput_tokens_per_s``
@@ -200,6 +204,12 @@ def summarize(
         summary[f"itl_{label}_s"] = float(value)
     summary["itl_mean_s"] = gap_total / num_gaps if num_gaps else float("nan")
     summary["max_itl_s"] = float(np.max(gap_values_s)) if num_gaps else float("nan")
+    several = output_tokens > 1  # requests with at least one gap: vLLM's TPOT is theirs
+    tpot = (finished_at_s[several] - first_token_at_s[several]) / (output_tokens[several] - 1)
+    tpot_q = np.asarray(quantile(tpot, qs)) if tpot.size else np.full(len(labels), np.nan)
+    for label, value in zip(labels, tpot_q):
+        summary[f"tpot_{label}_s"] = float(value)
+    summary["tpot_mean_s"] = float(np.mean(tpot)) if tpot.size else float("nan")
     for label, value in zip(labels, e2e_q):
         summary[f"e2e_{label}_s"] = float(value)
     summary["e2e_mean_s"] = float(np.mean(e2e))

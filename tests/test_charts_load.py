@@ -21,7 +21,7 @@ from budgetlab.experiments.sweep import (
 from budgetlab.experiments.tune import budget_frontier
 from budgetlab.workload import SyntheticWorkload
 
-from chart_spec import has_tooltip, num_rows, spec_of, titles
+from chart_spec import has_tooltip, num_rows, spec_of, titles, walk
 
 SWEEP_SLO = SLO(ttft_p90_s=0.8, itl_p99_s=0.040)
 SWEEP_KNOBS = {"hardware": "h100-sxm", "model": "llama-3.1-8b", "cost": "ideal", "seed": 0}
@@ -43,6 +43,7 @@ def load_sweep(small_chat):
         rates_per_s=rates,
         hardware="h100-sxm",
         model="llama-3.1-8b",
+        cost="ideal",
         executor=SerialExecutor(),
         progress=False,
     )
@@ -131,9 +132,28 @@ def test_load_sweep_frame_and_chart(load_sweep):
     assert frame.rate_per_s.max() == pytest.approx(rates[-1])
     assert frame.holds.dtype == bool
     spec = spec_of(charts.load_sweep_chart(frame, capacities, slo=SWEEP_SLO))
-    assert {"Offered load [requests/s]", "Inter-token latency [ms]", "Time to first token [ms], log scale"} <= titles(
-        spec
-    )
+    assert "Offered load [requests/s]" in titles(spec)
+    # issue 20: the y-axis titles and panel titles name the percentile the dropdown shows ...
+    text = json.dumps(spec, ensure_ascii=False)
+    assert "'Time to first token ' + ttft_percentile + ' [ms], log scale'" in text
+    assert "'Inter-token latency ' + itl_percentile + ' [ms]'" in text
+    assert "'TTFT ' + ttft_percentile + ' against offered load'" in text
+    # ... and an SLO line shows only with the percentile it limits
+    slo_rows = [row for values in spec["datasets"].values() for row in values if "label" in row and "percentile" in row]
+    assert {(r["label"], r["percentile"]) for r in slo_rows} == {
+        ("SLO: TTFT p90 ≤ 800 ms", "p90"),
+        ("SLO: ITL p99 ≤ 40 ms", "p99"),
+    }
+    slo_data = {
+        name for name, rows in spec["datasets"].items() if rows and str(rows[0].get("label", "")).startswith("SLO")
+    }
+    slo_layers = [n for n in walk(spec) if isinstance(n.get("data"), dict) and n["data"].get("name") in slo_data]
+    assert len(slo_layers) == 4  # a rule and its label in each panel
+    for layer in slo_layers:
+        assert [t["filter"] for t in layer["transform"]] in (
+            ["datum.percentile == ttft_percentile"],
+            ["datum.percentile == itl_percentile"],
+        )
     selects = [p for p in spec["params"] if p.get("bind", {}).get("input") == "select"]
     assert {p["name"] for p in selects} == {"ttft_percentile", "itl_percentile"}
     assert {p["value"] for p in selects} == {"p90", "p99"}
@@ -221,6 +241,7 @@ def test_frontier_frame_and_chart(small_chat):
         rates_per_s=30.0,
         hardware="h100-sxm",
         model="llama-3.1-8b",
+        cost="ideal",
         executor=SerialExecutor(),
         progress=False,
     )

@@ -39,7 +39,15 @@ SLO_SEED = SLO(ttft_p90_s=0.8, itl_p99_s=0.040)
 # Sweeps
 # --------------------------------------------------------------------------------------------
 
-GRID = dict(budgets=[512, 2048], max_num_seqs=[8, 64], rates_per_s=[2.0, 12.0], seed=[0, 1], hardware=HW, model=MODEL)
+GRID = dict(
+    budgets=[512, 2048],
+    max_num_seqs=[8, 64],
+    rates_per_s=[2.0, 12.0],
+    seed=[0, 1],
+    hardware=HW,
+    model=MODEL,
+    cost="ideal",
+)
 
 
 class _ReverseExecutor(cf.Executor):
@@ -333,7 +341,7 @@ def test_faster_gpu_never_lowers_capacity(cost):
 
 def test_capacity_near_the_service_rate_with_enough_requests(ideal):
     workload = SyntheticWorkload.conversation_like(num_requests=1500)
-    result = capacity(workload, slo=SLO_SEED, engine=ENGINE, hardware=HW, model=MODEL)
+    result = capacity(workload, slo=SLO_SEED, engine=ENGINE, hardware=HW, model=MODEL, cost="ideal")
     service = max_service_rate_per_s(
         ideal, max_num_batched_tokens=2048, mean_sequence_tokens=workload.mean_sequence_tokens()
     )
@@ -343,13 +351,13 @@ def test_capacity_near_the_service_rate_with_enough_requests(ideal):
 def test_capacity_when_even_the_lowest_load_fails():
     long_prompts = SyntheticWorkload(prompt=6000, output=50, num_requests=200)
     big_budget = EngineConfig(max_num_batched_tokens=8192, max_num_seqs=128)
-    wide = dict(hardware=HW, model=MODEL, rate_bounds_per_s=(0.5, 50.0))
+    wide = dict(hardware=HW, model=MODEL, cost="ideal", rate_bounds_per_s=(0.5, 50.0))
     with pytest.raises(SLOUnattainableError, match="max_itl_s") as info:
         capacity(long_prompts, slo=SLO(max_itl_s=0.040), engine=big_budget, **wide)
     assert "lower max_num_batched_tokens" in str(info.value)
     assert info.value.violations[0].metric == "max_itl_s" and info.value.rate_per_s == 0.5
     with pytest.raises(SLOUnattainableError, match=r"one-token step takes 4\.79 ms"):
-        capacity(SMALL, slo=SLO(itl_p50_s=0.004), engine=ENGINE, hardware=HW, model=MODEL)
+        capacity(SMALL, slo=SLO(itl_p50_s=0.004), engine=ENGINE, hardware=HW, model=MODEL, cost="ideal")
     small_budget = EngineConfig(max_num_batched_tokens=256, max_num_seqs=128)
     with pytest.raises(SLOUnattainableError, match="raise max_num_batched_tokens"):
         capacity(SMALL, slo=SLO(ttft_p90_s=0.05), engine=small_budget, **wide)
@@ -438,7 +446,7 @@ def test_service_rate_is_the_best_budget_and_mean_sequence_tokens(ideal):
     mean = mean_sequence_tokens(SMALL)
     assert mean == SMALL.mean_sequence_tokens()
     rates = [max_service_rate_per_s(ideal, max_num_batched_tokens=b, mean_sequence_tokens=mean) for b in (512, 4096)]
-    assert service_rate_per_s(SMALL, budgets=[512, 4096], hardware=HW, model=MODEL) == max(rates)
+    assert service_rate_per_s(SMALL, budgets=[512, 4096], hardware=HW, model=MODEL, cost="ideal") == max(rates)
 
 
 def test_capacity_result_numbers(seed_capacity):

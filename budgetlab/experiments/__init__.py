@@ -14,8 +14,17 @@ Reading guide, in the order an experiment runs:
 * :mod:`~budgetlab.experiments.by_budget` -- :func:`capacity_by_budget`, one search per budget;
 * :mod:`~budgetlab.experiments.guess` and :mod:`~budgetlab.experiments.tune` -- :func:`tune`,
   from an SLO to ``max_num_batched_tokens`` and ``max_num_seqs``, with its reasons;
+  :mod:`~budgetlab.experiments.margin` -- no cliff edges: candidates ranked with their
+  neighbours, and the load at which the recommendation's neighbours hold the SLO too;
+  :mod:`~budgetlab.experiments.frontier` -- the TTFT-versus-ITL trade-off across budgets;
+* :mod:`~budgetlab.experiments.progress` -- the ``progress=`` every long experiment takes (a
+  line in Jupyter or on a terminal, or a callback);
 * :mod:`~budgetlab.experiments.caching` -- one workload under engine variants (prefix caching
   and async scheduling on or off, budgets, KV pools): the tables of notebook 09.
+
+Every recommendation simulates with the real-engine step cost by default (``cost="typical"``,
+:meth:`CalibratedCost.typical <budgetlab.cost.CalibratedCost.typical>`) and names it in its
+result; ``cost="ideal"`` is the seeds' idealized roofline.
 
 The names are importable from their modules and from :mod:`budgetlab` (``bl.sweep``,
 ``bl.capacity``, ``bl.tune``, ...). This package module re-exports nothing, so that

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from budgetlab.cost.named import CostSpec
+from budgetlab.cost.named import CostSpec, check_cost, cost_label
 from budgetlab.experiments.capacity import CAPACITY_PERCENTILES, CapacityTask, Numbers, run_capacity_task
 from budgetlab.experiments.executors import run_tasks
+from budgetlab.experiments.progress import ProgressSpec
 from budgetlab.experiments.slo import SLO, check_slo
 from budgetlab.experiments.sweep import engine_template
 from budgetlab.simulator import SimMode
@@ -61,6 +62,7 @@ class CapacityByBudget:
     ----------
     capacities : pandas.DataFrame
         One row per budget: ``max_num_batched_tokens``, ``max_num_seqs``, ``workload``,
+        ``cost`` (the step-cost model's name, ``"typical"`` or ``"ideal"``),
         ``capacity_per_s`` (NaN unless ``status`` is ``"ok"``) [1/s], ``upper_per_s`` (lowest
         load found to break the SLO) [1/s], ``status`` (:data:`CAPACITY_STATUSES`),
         ``breaks_on`` (the limit broken worst just above capacity), ``breaks_detail``,
@@ -84,8 +86,8 @@ class CapacityByBudget:
 
         ``capacity_per_s``, ``capacity_breaks_on`` and ``capacity_status``, each a dict budget
         [tokens] -> value (capacity [1/s], NaN without one; the worst limit broken; the
-        status), and ``best_budget_tokens``, the budget of :attr:`best` (``None`` when no budget
-        meets the SLO).
+        status), ``best_budget_tokens``, the budget of :attr:`best` (``None`` when no budget
+        meets the SLO), and ``cost``, the step-cost model that produced them.
         """
         table = self.capacities
         budgets = [int(b) for b in table.max_num_batched_tokens]
@@ -95,6 +97,7 @@ class CapacityByBudget:
             "capacity_breaks_on": dict(zip(budgets, map(str, table.breaks_on))),
             "capacity_status": dict(zip(budgets, map(str, table.status))),
             "best_budget_tokens": None if best is None else int(best.max_num_batched_tokens),
+            "cost": str(table["cost"].iloc[0]) if "cost" in table and len(table) else "",
         }
 
 
@@ -106,13 +109,13 @@ def capacity_by_budget(
     max_num_seqs: int,
     hardware: str | HardwareSpec,
     model: str | ModelSpec,
-    cost: CostSpec = "ideal",
+    cost: CostSpec = "typical",
     seed: int = 0,
     tolerance_fraction: float = 0.05,
     sweep_table: pd.DataFrame | None = None,
     engine: EngineConfig | None = None,
     executor: cf.Executor | None = None,
-    progress: bool | None = None,
+    progress: ProgressSpec = None,
     mode: SimMode = "fast",
 ) -> CapacityByBudget:
     """Capacity per replica under ``slo`` for each budget (:func:`capacity`, one search each).
@@ -150,8 +153,8 @@ def capacity_by_budget(
         budgets, else this process. Everything passed must be picklable for a pool (package
         workloads and cost names are; objects defined in a notebook cell are not: pass a
         :class:`~budgetlab.experiments.executors.SerialExecutor` for those).
-    progress : bool or None
-        Progress bar over the searches (see :func:`~budgetlab.experiments.sweep.sweep`).
+    progress : bool, None or callable
+        A line counting the searches done (see :mod:`budgetlab.experiments.progress`).
     mode : str
         Simulator mode.
 
@@ -163,6 +166,7 @@ def capacity_by_budget(
     """
     workload = check_workload(workload)
     check_slo(slo)
+    cost = check_cost(cost)
     template = engine_template(engine)
     label = str(workload.label)
     tasks = [
@@ -195,6 +199,7 @@ def capacity_by_budget(
             "max_num_batched_tokens": task.engine.max_num_batched_tokens,
             "max_num_seqs": task.engine.max_num_seqs,
             "workload": label,
+            "cost": cost_label(cost),
         }
         rows.append({**knobs, **outcome.row(*CAPACITY_PERCENTILES)})
         if outcome.result is not None:
@@ -202,7 +207,7 @@ def capacity_by_budget(
     searched = (
         pd.concat(evaluations, ignore_index=True)
         if evaluations
-        else pd.DataFrame(columns=["max_num_batched_tokens", "max_num_seqs", "workload", "rate_per_s", "holds"])
+        else pd.DataFrame(columns=["max_num_batched_tokens", "max_num_seqs", "workload", "cost", "rate_per_s", "holds"])
     )
     return CapacityByBudget(capacities=pd.DataFrame(rows), evaluations=searched)
 

@@ -20,17 +20,21 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from budgetlab._checks import fraction_in, random_seed
+from budgetlab._checks import random_seed
 from budgetlab.catalog import resolve_hardware, resolve_model
 from budgetlab.cost.named import CostSpec, check_cost, cost_label, make_cost
+from budgetlab.cost.protocol import CostModel
 from budgetlab.cost.roofline import shortest_step_s
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import CapacityAboveBoundsError, ParameterError, SLOUnattainableError
+from budgetlab.experiments.progress import ProgressReporter, ProgressSpec, progress_reporter
 from budgetlab.experiments.search import (
+    AUTO_RANGE,
     LoadProbe,
     auto_bracket,
     bisect_bracket,
     check_bounds,
+    check_tolerance,
     given_bracket,
     unattainable,
 )
@@ -116,7 +120,9 @@ class CapacityResult:
         ]
 
     def __repr__(self) -> str:
-        return one_line("CapacityResult", f"{self.capacity_per_s:.3g} req/s", self._display_rows()[1:4])
+        return one_line(
+            "CapacityResult", f"{self.capacity_per_s:.3g} req/s ({self.cost} cost)", self._display_rows()[1:4]
+        )
 
     def _repr_html_(self) -> str:
         return html_table("CapacityResult", self._display_rows())
@@ -160,7 +166,8 @@ class CapacityResult:
     def __str__(self) -> str:
         return (
             f"capacity {self.capacity_per_s:.3g} req/s per replica under {self.slo} "
-            f"(budget {self.engine.max_num_batched_tokens}, max_num_seqs {self.engine.max_num_seqs}); "
+            f"(budget {self.engine.max_num_batched_tokens}, max_num_seqs {self.engine.max_num_seqs}, "
+            f"{self.cost} cost); "
             f"at {self.upper_per_s:.3g} req/s {', '.join(map(str, self.breaking))}"
         )
 
@@ -172,11 +179,12 @@ def capacity(
     engine: EngineConfig,
     hardware: str | HardwareSpec,
     model: str | ModelSpec,
-    cost: CostSpec = "ideal",
+    cost: CostSpec = "typical",
     seed: int = 0,
     tolerance_fraction: float = 0.02,
     rate_bounds_per_s: tuple[float, float] | None = None,
     mode: SimMode = "fast",
+    progress: ProgressSpec = None,
 ) -> CapacityResult:
     """The highest offered load at which ``slo`` holds: capacity per replica, by bisection.
 
@@ -200,7 +208,7 @@ def capacity(
     seed : int
         Workload seed [-].
     tolerance_fraction : float
-        Relative bracket width to stop at [-], in (0, 1): 0.02 finds capacity within 2 %.
+        Relative bracket width to stop at [-], in [1e-6, 1): 0.02 finds capacity within 2 %.
     rate_bounds_per_s : (float, float) or None
         Loads to search between [1/s]: the SLO must hold at the first and fail at the second.
         ``None``: start at 1.25 × :func:`~budgetlab.experiments.sweep.max_service_rate_per_s`
@@ -209,6 +217,10 @@ def capacity(
         4 times).
     mode : str
         Simulator mode.
+    progress : bool, None or callable
+        A line counting the simulations run against an estimate of those left (the bracket,
+        then the bisection steps); see :mod:`budgetlab.experiments.progress`. ``None``: in
+        Jupyter or on a terminal; a callable gets ``(done, total, label)``.
 
     Returns
     -------
@@ -229,12 +241,43 @@ def capacity(
     hw, mdl = resolve_hardware(hardware), resolve_model(model)
     cost = check_cost(cost)
     seed = random_seed("seed", seed)
-    tol = fraction_in("tolerance_fraction", tolerance_fraction, low=0.0, high=1.0)
+    tol = check_tolerance(tolerance_fraction)  # in [1e-6, 1): below, floats stop the bisection
     bounds = None if rate_bounds_per_s is None else check_bounds(rate_bounds_per_s)
     num_kv_blocks(engine, hw, mdl)  # DoesNotFitError up front
 
     cost_model = make_cost(cost, hw, mdl, engine=engine)
-    probe = LoadProbe(lambda rate: run_point(SweepPoint(workload, rate, seed, engine, hw, mdl, cost, mode)), slo)
+    with progress_reporter(progress, f"budgetlab capacity ({cost_label(cost)} cost): simulations") as reporter:
+        return _search_capacity(workload, slo, engine, hw, mdl, cost, cost_model, seed, tol, bounds, mode, reporter)
+
+
+def _bisection_steps(lo: float, hi: float, tol: float) -> int:
+    """Bisections from ``[lo, hi]`` down to a relative width ``tol`` [count]."""
+    return max(0, math.ceil(math.log2(math.log(hi / lo) / math.log1p(tol)))) if hi / lo - 1.0 > tol else 0
+
+
+def _search_capacity(
+    workload: SweepWorkload,
+    slo: SLO,
+    engine: EngineConfig,
+    hw: HardwareSpec,
+    mdl: ModelSpec,
+    cost: CostSpec,
+    cost_model: CostModel,
+    seed: int,
+    tol: float,
+    bounds: tuple[float, float] | None,
+    mode: SimMode,
+    reporter: ProgressReporter,
+) -> CapacityResult:
+    """:func:`capacity` once its arguments are checked, reporting each simulation."""
+    expected = 2 + _bisection_steps(1.0, AUTO_RANGE, tol)  # a bracket, then the bisection
+
+    def simulate_at(rate: float) -> dict[str, SweepValue]:
+        row = run_point(SweepPoint(workload, rate, seed, engine, hw, mdl, cost, mode))
+        reporter.advance(total=max(expected, reporter.done + 1))
+        return row
+
+    probe = LoadProbe(simulate_at, slo)
     one_token_step_s = shortest_step_s(cost_model)
     setting = f"budget {engine.max_num_batched_tokens} and max_num_seqs {engine.max_num_seqs} on {hw.name} + {mdl.name}"
 
@@ -250,7 +293,9 @@ def capacity(
             mean_sequence_tokens=mean_sequence_tokens(workload, seed=seed),
         )
         lo, hi = auto_bracket(probe, 1.25 * service, fail_low=fail_low)
+    expected = len(probe.evaluations) + _bisection_steps(lo, hi, tol)
     lo, hi = bisect_bracket(probe, lo, hi, tolerance_fraction=tol)
+    reporter.finish()
     return CapacityResult(
         capacity_per_s=lo,
         upper_per_s=hi,
@@ -327,7 +372,7 @@ class CapacityTask:
     engine: EngineConfig
     hardware: str | HardwareSpec
     model: str | ModelSpec
-    cost: CostSpec = "ideal"
+    cost: CostSpec = "typical"
     seed: int = 0
     tolerance_fraction: float = 0.02
     rate_bounds_per_s: tuple[float, float] | None = None
@@ -410,6 +455,7 @@ def run_capacity_task(task: CapacityTask) -> CapacityOutcome:
             tolerance_fraction=task.tolerance_fraction,
             rate_bounds_per_s=task.rate_bounds_per_s,
             mode=task.mode,
+            progress=False,  # the caller counts whole searches (a worker draws nothing)
         )
     except SLOUnattainableError as exc:
         return CapacityOutcome(

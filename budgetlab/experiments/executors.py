@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from budgetlab._checks import is_flag
 from budgetlab.errors import ParameterError
+from budgetlab.experiments.progress import ProgressReporter, check_progress, progress_reporter
 
 __all__ = [
     "SerialExecutor",
@@ -47,7 +47,8 @@ TaskT = TypeVar("TaskT")
 ResultT = TypeVar("ResultT")
 
 PROGRESS_MIN_POINTS = 16
-"""With ``progress=None`` a sweep shows its bar only from this many grid points up."""
+"""With ``progress=None`` a sweep draws its progress line only from this many grid points up
+(a callback is called whatever the size)."""
 
 FORKSERVER_PRELOAD = ("budgetlab.experiments.sweep", "budgetlab.experiments.capacity", "budgetlab.simulator")
 """Modules a ``forkserver`` imports once, before forking workers. The forkserver ignores an
@@ -134,27 +135,24 @@ def check_executor(executor: object) -> cf.Executor | None:
 
 
 def show_progress(progress: object, num_tasks: int) -> bool:
-    """Whether to draw a progress bar over ``num_tasks`` tasks.
+    """Whether ``progress`` reports anything over ``num_tasks`` tasks (a line or a callback).
 
     Parameters
     ----------
-    progress : bool or None
-        ``True``: always; ``False``: never; ``None``: from :data:`PROGRESS_MIN_POINTS` tasks up,
-        when stderr is a terminal or in Jupyter.
+    progress : bool, None or callable
+        See :mod:`budgetlab.experiments.progress`: ``True`` always; ``False`` never; ``None``
+        from :data:`PROGRESS_MIN_POINTS` tasks up, in Jupyter or when stderr is a terminal; a
+        callable always.
     num_tasks : int
         Tasks to run [count].
 
     Raises
     ------
     ParameterError
-        ``progress`` neither a bool nor ``None``.
+        ``progress`` neither a bool, ``None`` nor a callable.
     """
-    if progress is None:
-        interactive = "ipykernel" in sys.modules or bool(getattr(sys.stderr, "isatty", lambda: False)())
-        return num_tasks >= PROGRESS_MIN_POINTS and interactive
-    if not is_flag(progress):
-        raise ParameterError(f"progress must be True, False or None (automatic), got {progress!r}")
-    return bool(progress)
+    reporter = progress_reporter(progress, "", min_total=PROGRESS_MIN_POINTS, total=num_tasks)
+    return reporter.active
 
 
 @contextmanager
@@ -188,7 +186,7 @@ def run_tasks(
     tasks: Sequence[TaskT],
     *,
     executor: cf.Executor | None,
-    progress: bool | None,
+    progress: object,
     describe: Callable[[int], str],
     unit: str = "point",
     desc: str = "budgetlab sweep",
@@ -206,22 +204,28 @@ def run_tasks(
         Its arguments, one task each (picklable for a pool).
     executor : concurrent.futures.Executor or None
         See :func:`executor_for`.
-    progress : bool or None
-        See :func:`show_progress`.
+    progress : bool, None, callable or ProgressReporter
+        See :mod:`budgetlab.experiments.progress` (``None``: a line from
+        :data:`PROGRESS_MIN_POINTS` tasks up). A :class:`ProgressReporter` is advanced by one
+        per finished task and left open (the tuner shares one across its phases).
     describe : callable
         ``describe(i)`` names task ``i`` in the note added to its error
         (``"grid point 3: ..."``).
     unit, desc : str
-        The progress bar's unit and title.
+        The progress line's unit and title (``"budgetlab sweep: points"``).
     """
-    show = show_progress(progress, len(tasks))
+    shared = isinstance(progress, ProgressReporter)
+    reporter = (
+        progress
+        if isinstance(progress, ProgressReporter)
+        else progress_reporter(
+            check_progress(progress), f"{desc}: {unit}s", min_total=PROGRESS_MIN_POINTS, total=len(tasks)
+        )
+    )
     results: list[Any] = [None] * len(tasks)
     with executor_for(executor, len(tasks)) as pool:
-        bar = None
-        if show:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(tasks), unit=unit, desc=desc, leave=False)
+        if not shared:
+            reporter.update(0, len(tasks))
         futures: dict[cf.Future[ResultT], int] = {}
         try:
             for i, task in enumerate(tasks):
@@ -233,11 +237,10 @@ def run_tasks(
                 except Exception as exc:
                     exc.add_note(f"(while simulating {describe(i)})")
                     raise
-                if bar is not None:
-                    bar.update(1)
+                reporter.advance()
         finally:
             for future in futures:
                 future.cancel()
-            if bar is not None:
-                bar.close()
+            if not shared:
+                reporter.close()
     return results

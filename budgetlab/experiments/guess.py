@@ -473,7 +473,7 @@ def first_guess(
     slo: SLO,
     hardware: str | HardwareSpec,
     model: str | ModelSpec,
-    cost: CostSpec = "ideal",
+    cost: CostSpec = "typical",
     engine: EngineConfig | None = None,
     seed: int = 0,
 ) -> FirstGuess:

@@ -37,6 +37,7 @@ import pandas as pd
 from budgetlab.catalog import hardware, model
 from budgetlab.cost.calibrated import CalibratedCost
 from budgetlab.errors import DataFormatError
+from budgetlab.experiments.progress import ProgressReporter, ProgressSpec, progress_reporter
 from budgetlab.experiments.published import read_published_csv, shared_real_path
 from budgetlab.serving.overhead import ServingOverhead, client_requests
 from budgetlab.simulator import simulate
@@ -149,6 +150,7 @@ def check_serving_runs(
     cost: Callable[[HardwareSpec, ModelSpec, EngineConfig], CalibratedCost] | None = None,
     overhead: ServingOverhead | None = None,
     max_duration_s: float | None = 120.0,
+    progress: ProgressSpec | ProgressReporter = None,
 ) -> ServingRunsCheck:
     """Simulate every stage with one cost model and overhead, and compare (module docstring).
 
@@ -164,10 +166,21 @@ def check_serving_runs(
     max_duration_s : float or None
         Simulate each stage's first seconds only (steady state is reached in a few seconds at
         these loads) [s]; ``None`` the whole stage.
+    progress : bool, None, callable or ProgressReporter
+        A line counting the stages simulated (:mod:`budgetlab.experiments.progress`;
+        ``None``: in Jupyter or on a terminal). A reporter is advanced and left open.
     """
     frame = runs if isinstance(runs, pd.DataFrame) else read_serving_runs(runs)
     build = cost or (lambda hw, m, e: CalibratedCost.typical(hw, m, engine=e))
     rows = []
+    shared = isinstance(progress, ProgressReporter)
+    reporter = (
+        progress
+        if isinstance(progress, ProgressReporter)
+        else progress_reporter(progress, "budgetlab serving runs: stages")
+    )
+    if not shared:
+        reporter.update(0, len(frame))
     for _, row in frame.iterrows():
         gpu, llm, engine = _hardware_of(row), model(RUN_MODELS[str(row["model"])]), run_engine(row)
         requests = run_requests(row, max_duration_s=max_duration_s)
@@ -202,6 +215,9 @@ def check_serving_runs(
         ):
             entry[f"{metric}_error"] = predicted / measured - 1.0
         rows.append(entry)
+        reporter.advance()
+    if not shared:
+        reporter.close()
     return ServingRunsCheck(table=pd.DataFrame(rows))
 
 
@@ -216,9 +232,13 @@ def preset_grid(
     step_overheads_s: tuple[float, ...] = (1.5e-3, 2.0e-3, 2.5e-3),
     overhead: ServingOverhead | None = None,
     max_duration_s: float | None = 60.0,
+    progress: ProgressSpec = None,
 ) -> pd.DataFrame:
     """The search :data:`budgetlab.cost.presets.TYPICAL` came from: the GPU profile with each
     (bandwidth efficiency, per-step time) pair, scored on the steady runs.
+
+    ``progress`` (bool, None or callable) counts the stages simulated over every pair
+    (:mod:`budgetlab.experiments.progress`; ``None``: a line in Jupyter or on a terminal).
 
     Returns
     -------
@@ -233,6 +253,9 @@ def preset_grid(
     frame = runs if isinstance(runs, pd.DataFrame) else read_serving_runs(runs)
     serving = overhead or ServingOverhead.vllm()
     rows = []
+    pairs = len(bandwidth_efficiencies) * len(step_overheads_s)
+    reporter = progress_reporter(progress, "budgetlab preset search: stages")
+    reporter.update(0, pairs * len(frame))
     for bandwidth in bandwidth_efficiencies:
         for step in step_overheads_s:
             params = {**GPU_PROFILE, "bandwidth_efficiency": bandwidth, "step_overhead_s": step}
@@ -245,6 +268,7 @@ def preset_grid(
                 cost=preset,
                 overhead=serving,
                 max_duration_s=max_duration_s,
+                progress=reporter,
             )
             steady, table = check.steady, check.table
             errors = {metric: float(steady[f"{metric}_error"].abs().max()) for metric in BOUNDS}
@@ -257,6 +281,7 @@ def preset_grid(
                     "score": max(errors[m] / bound for m, bound in BOUNDS.items()),
                 }
             )
+    reporter.close()
     return pd.DataFrame(rows).sort_values("score", ignore_index=True)
 
 

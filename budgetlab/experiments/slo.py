@@ -1,7 +1,7 @@
 """Latency SLOs: the limits a replica must meet, and which of them a simulation broke.
 
-An :class:`SLO` states "this summary key at most" for any of :data:`SLO_METRICS` (TTFT, ITL and
-end-to-end percentiles, the longest gap), in seconds; :meth:`SLO.violations` lists the
+An :class:`SLO` states "this summary key at most" for any of :data:`SLO_METRICS` (TTFT, ITL,
+TPOT and end-to-end percentiles, the longest gap), in seconds; :meth:`SLO.violations` lists the
 :class:`Violation` s of a :meth:`~budgetlab.simulator.SimResult.summary` dict or a sweep row,
 worst first, and :meth:`SLO.check` checks every row of a sweep table against every limit.
 ``str(slo)`` is the SLO in words (``"TTFT p90 ≤ 800 ms and ITL p99 ≤ 40 ms"``), the one way
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -21,7 +22,7 @@ from budgetlab._checks import number_in
 from budgetlab.errors import ParameterError
 from budgetlab.text import fmt_latency, metric_label
 
-__all__ = ["SLO", "Violation", "SLO_METRICS", "ITL_METRICS", "check_slo"]
+__all__ = ["SLO", "Violation", "SLO_METRICS", "ITL_METRICS", "PLAUSIBLE_LIMIT_S", "SLOUnitWarning", "check_slo"]
 
 SLO_METRICS: tuple[str, ...] = (
     "ttft_p50_s",
@@ -31,6 +32,8 @@ SLO_METRICS: tuple[str, ...] = (
     "itl_p90_s",
     "itl_p99_s",
     "max_itl_s",
+    "tpot_mean_s",
+    "tpot_p90_s",
     "e2e_p50_s",
     "e2e_p99_s",
 )
@@ -39,7 +42,20 @@ SLO_METRICS: tuple[str, ...] = (
 ITL_METRICS = ("itl_p50_s", "itl_p90_s", "itl_p99_s", "max_itl_s")
 """The inter-token limits among :data:`SLO_METRICS`: the ones a step time must respect."""
 
-_IMPLAUSIBLE_S = 1000.0  # a limit this large was meant in milliseconds
+_IMPLAUSIBLE_S = 1000.0  # a limit this large was meant in milliseconds: refused
+
+PLAUSIBLE_LIMIT_S: dict[str, float] = {"ttft": 60.0, "itl": 10.0, "max_itl": 10.0, "tpot": 10.0, "e2e": 600.0}
+"""Above these limits [s] (by metric family: ``ttft_*``, ``itl_*``, ``max_itl_s``, ``tpot_*``,
+``e2e_*``) no SLO means what it says: :class:`SLO` warns (:class:`SLOUnitWarning`) that the
+value was probably typed in milliseconds."""
+
+
+class SLOUnitWarning(UserWarning):
+    """An SLO limit so large it was probably meant in milliseconds (``ttft_p90_s=800``)."""
+
+
+def _family(metric: str) -> str:
+    return "max_itl" if metric == "max_itl_s" else metric.split("_", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -81,6 +97,9 @@ class SLO:
         Inter-token latency percentiles, per token as users see it [s].
     max_itl_s : float or None
         Longest gap between two tokens of any request [s].
+    tpot_mean_s, tpot_p90_s : float or None
+        Time per output token, per request as ``vllm bench serve`` reports it (the request's
+        mean gap; mean and 90th percentile over the requests) [s].
     e2e_p50_s, e2e_p99_s : float or None
         End-to-end latency percentiles [s].
 
@@ -93,6 +112,13 @@ class SLO:
     ParameterError
         No limit set, or a limit that is not a finite number of seconds > 0 (a value of
         1,000 or more is taken for milliseconds by mistake).
+
+    Warns
+    -----
+    SLOUnitWarning
+        A limit above :data:`PLAUSIBLE_LIMIT_S` for its metric (a TTFT over 60 s, an ITL or
+        TPOT over 10 s, an end-to-end latency over 10 minutes): probably milliseconds typed as
+        seconds; the message gives the value in seconds.
 
     Examples
     --------
@@ -112,6 +138,8 @@ class SLO:
     itl_p90_s: float | None = None
     itl_p99_s: float | None = None
     max_itl_s: float | None = None
+    tpot_mean_s: float | None = None
+    tpot_p90_s: float | None = None
     e2e_p50_s: float | None = None
     e2e_p99_s: float | None = None
 
@@ -125,6 +153,14 @@ class SLO:
                 raise ParameterError(
                     f"SLO {metric} = {value!r} s is over {_IMPLAUSIBLE_S:g} s; limits are in "
                     f"seconds, so for {value!r} ms write {number / 1e3:g}"
+                )
+            plausible = PLAUSIBLE_LIMIT_S[_family(metric)]
+            if number > plausible:
+                warnings.warn(
+                    f"SLO {metric} = {value!r} s is over {plausible:g} s, which no {metric_label(metric)} "
+                    f"limit means; limits are in seconds: if you meant {value!r} ms, write {metric}={number / 1e3:g}",
+                    SLOUnitWarning,
+                    stacklevel=3,
                 )
             object.__setattr__(self, metric, number)
         if not self.limits:

@@ -35,12 +35,22 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from budgetlab._checks import grid_axis, int_at_least, number_in, positive_rate, random_seed
+from budgetlab._checks import (
+    MAX_LOAD_FRACTION,
+    MAX_RATE_PER_S,
+    MAX_REQUESTS,
+    grid_axis,
+    int_at_least,
+    number_in,
+    positive_rate,
+    random_seed,
+)
 from budgetlab.catalog import resolve_hardware, resolve_model
 from budgetlab.cost.named import CostSpec, check_cost, cost_label, make_cost
 from budgetlab.cost.protocol import CostModel
 from budgetlab.errors import ConfigError, ParameterError
 from budgetlab.experiments.executors import run_tasks
+from budgetlab.experiments.progress import ProgressSpec
 from budgetlab.memory import num_kv_blocks
 from budgetlab.metrics import SUMMARY_QUANTILES, gate_stats
 from budgetlab.simulator import SimMode, simulate
@@ -105,7 +115,7 @@ def service_rate_per_s(
     budgets: Sequence[int],
     hardware: str | HardwareSpec,
     model: str | ModelSpec,
-    cost: CostSpec = "ideal",
+    cost: CostSpec = "typical",
     seed: int = 0,
 ) -> float:
     """The highest offered load a replica sustains with any of ``budgets`` [1/s].
@@ -169,9 +179,13 @@ def load_grid(service_rate_per_s: float, *, num_loads: int, max_load_fraction: f
     >>> load_grid(38.0, num_loads=4).tolist()
     [10.5, 20.9, 31.4, 41.8]
     """
-    count = int_at_least("num_loads", num_loads, 1)
-    rate = number_in("service_rate_per_s", service_rate_per_s, low=0.0, low_open=True, what="> 0")
-    fraction = number_in("max_load_fraction", max_load_fraction, low=0.0, low_open=True, what="> 0")
+    count = int_at_least("num_loads", num_loads, 1, maximum=MAX_REQUESTS)
+    rate = number_in(
+        "service_rate_per_s", service_rate_per_s, low=0.0, low_open=True, what="> 0", maximum=MAX_RATE_PER_S
+    )
+    fraction = number_in(
+        "max_load_fraction", max_load_fraction, low=0.0, low_open=True, what="> 0", maximum=MAX_LOAD_FRACTION
+    )
     rates = rate * fraction * np.arange(1, count + 1) / count
     return np.unique([float(f"{r:.3g}") for r in rates])
 
@@ -206,7 +220,7 @@ class SweepPoint:
     engine: EngineConfig
     hardware: HardwareSpec
     model: ModelSpec
-    cost: CostSpec = "ideal"
+    cost: CostSpec = "typical"
     mode: SimMode = "fast"
 
 
@@ -248,12 +262,12 @@ def sweep(
     time_scales: float | Sequence[float] | None = None,
     hardware: str | HardwareSpec | Sequence[str | HardwareSpec],
     model: str | ModelSpec | Sequence[str | ModelSpec],
-    cost: CostSpec | Sequence[CostSpec] = "ideal",
+    cost: CostSpec | Sequence[CostSpec] = "typical",
     seed: int | Sequence[int] = 0,
     engine: EngineConfig | None = None,
     skip_invalid: bool = False,
     executor: cf.Executor | None = None,
-    progress: bool | None = None,
+    progress: ProgressSpec = None,
     mode: SimMode = "fast",
 ) -> pd.DataFrame:
     """Simulate every point of a grid of knobs and loads; one tidy row per point.
@@ -281,9 +295,12 @@ def sweep(
         GPUs (catalog slugs or specs).
     model : str, ModelSpec or a sequence of them
     cost : str, callable, cost model, or a sequence of them
-        ``"ideal"`` (default), ``"typical"``, a factory ``(hardware, model) -> cost model``, or
-        an instance (see :func:`make_cost`). Factories must be importable (module level) to
-        run in worker processes; a :class:`SerialExecutor` takes anything.
+        ``"typical"`` (default: :meth:`CalibratedCost.typical
+        <budgetlab.cost.CalibratedCost.typical>` for each point's deployment, the real-engine
+        step cost), ``"ideal"`` (the seeds' roofline), a factory ``(hardware, model) -> cost
+        model``, or an instance (see :func:`make_cost`); the ``cost`` column names it.
+        Factories must be importable (module level) to run in worker processes; a
+        :class:`SerialExecutor` takes anything.
     seed : int or sequence of int
         Workload seed(s) [-]; one row per seed (a trace ignores it). The same name and meaning
         as in :func:`~budgetlab.experiments.by_budget.capacity_by_budget` and
@@ -303,10 +320,11 @@ def sweep(
             executor = Client("tcp://scheduler:8786").get_executor()
 
         An executor you pass is left running.
-    progress : bool or None
-        A tqdm bar on stderr while points complete. ``None`` (default): shown for grids of
-        at least :data:`PROGRESS_MIN_POINTS` points when stderr is a terminal or in Jupyter;
-        ``True``: always; ``False``: never (use it in rendered reports).
+    progress : bool, None or callable
+        A line that counts the points done (:mod:`budgetlab.experiments.progress`). ``None``
+        (default): for grids of at least :data:`PROGRESS_MIN_POINTS` points, updating in
+        place in Jupyter (blanked at the end) or on stderr when it is a terminal; ``True``:
+        always; ``False``: never; a callable gets ``(done, total, label)`` after every point.
     mode : str
         Simulator mode (``"fast"``).
 

@@ -29,11 +29,27 @@ its answer:
 :func:`budget_frontier` reads the trade-off the recommendation sits on: a sweep over budgets
 at one load, each budget's TTFT and ITL percentiles and whether it meets the SLO.
 
-Ties: candidates whose capacity is within the search tolerance of the best one, and whose own
-search never failed at a load where the best one held, are equally good as far as the search
-can tell; among them the tuner keeps the analytic value (or the one nearest to it), so the
-recommendation does not jump around on noise. A candidate that failed where the best held is
-measurably worse and never kept for being near the guess.
+Cost model: every step is priced with ``cost`` (default ``"typical"``, the real-engine
+:meth:`CalibratedCost.typical <budgetlab.cost.CalibratedCost.typical>`; ``"ideal"`` is the
+seeds' roofline, which recommends budgets a real engine cannot sustain), and the result names
+it (:attr:`TuneResult.cost`).
+
+No cliff edges: each knob's candidates are ranked by their *robust* capacity, the lowest
+capacity among the candidate and its neighbours in the search (the next smaller and larger
+value; a candidate that fails at every load counts 0), so a budget whose next larger one
+collapses is not recommended for its own slightly higher capacity. Ties: candidates whose
+robust capacity is within the search tolerance of the best one (and not seen failing where the
+best held) are equally good; among them the highest capacity of their own, then the analytic
+value (or the one nearest to it), so the recommendation does not jump around on noise. A
+candidate that failed where the best held is measurably worse and never kept for being near
+the guess.
+
+The margin (:class:`TuneMargin`): the winner's neighbours one step away (:data:`NEIGHBOUR_FACTORS`
+of its budget and of its cap) are simulated too, and the recommended load
+(:attr:`TuneResult.rate_per_s`) is the highest at which the winner *and* those neighbours all
+hold the SLO: capacity derated until a configuration a little off the recommendation (a cost
+model a little off the real engine) still meets it. The latencies there, as fractions of
+their limits, are the latency headroom.
 """
 
 from __future__ import annotations
@@ -45,14 +61,15 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from budgetlab._checks import fraction_in, positive_factors, random_seed
+from budgetlab._checks import positive_factors, random_seed
 from budgetlab.admission import Gate
 from budgetlab.catalog import resolve_hardware, resolve_model
-from budgetlab.cost.named import CostSpec, check_cost
+from budgetlab.cost.named import CostSpec, check_cost, cost_label
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import CapacityAboveBoundsError, SLOUnattainableError
 from budgetlab.experiments.capacity import CapacityOutcome, CapacityResult, CapacityTask, Numbers, run_capacity_task
-from budgetlab.experiments.executors import check_executor, executor_for, run_tasks, show_progress
+from budgetlab.experiments.executors import check_executor, executor_for, run_tasks
+from budgetlab.experiments.frontier import budget_frontier
 from budgetlab.experiments.guess import (
     BUDGET_WITHOUT_ITL_TOKENS,
     CAP_MULTIPLE,
@@ -64,8 +81,19 @@ from budgetlab.experiments.guess import (
     first_guess,
     tile_budget,
 )
+from budgetlab.experiments.margin import (
+    NEIGHBOUR_FACTORS,
+    TuneMargin,
+    margin_of,
+    neighbour_sentences,
+    neighbours_of,
+    outcome_text,
+    pick_with_margin,
+)
+from budgetlab.experiments.progress import ProgressReporter, ProgressSpec, check_progress, progress_reporter
+from budgetlab.experiments.search import check_tolerance
 from budgetlab.experiments.slo import SLO, check_slo
-from budgetlab.experiments.sweep import SweepValue, engine_template
+from budgetlab.experiments.sweep import SweepPoint, SweepValue, engine_template
 from budgetlab.metrics import GATE_FRACTION_COLUMNS
 from budgetlab.simulator import SimMode
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
@@ -77,7 +105,9 @@ __all__ = [
     "FirstGuess",
     "first_guess",
     "TuneResult",
+    "TuneMargin",
     "tune",
+    "NEIGHBOUR_FACTORS",
     "binding_gate",
     "BUDGET_FACTORS",
     "CAP_FACTORS",
@@ -160,6 +190,11 @@ class TuneResult:
         :data:`BINDING_THRESHOLD_FRACTION` of the steps; ``.label`` says it in words.
     engine : EngineConfig
         The recommended configuration.
+    cost : str
+        The step-cost model every number was simulated with (``"typical"``, ``"ideal"``, a
+        factory's or class's name).
+    margin : TuneMargin
+        The recommended load and the latency headroom against the neighbours.
     """
 
     max_num_batched_tokens: int
@@ -172,6 +207,14 @@ class TuneResult:
     slo: SLO = field(repr=False)
     binding_gate: Gate
     engine: EngineConfig = field(repr=False)
+    cost: str = "typical"
+    margin: TuneMargin | None = field(default=None, repr=False)
+
+    @property
+    def rate_per_s(self) -> float:
+        """The recommended load per replica [1/s]: :attr:`TuneMargin.rate_per_s` (capacity
+        derated until the neighbours hold the SLO too), NaN without a margin."""
+        return self.margin.rate_per_s if self.margin is not None else self.capacity_per_s
 
     def numbers(self) -> Numbers:
         """The key numbers of the recommendation, as a plain dict for a report's results.
@@ -181,8 +224,9 @@ class TuneResult:
         ``"budget"``, ...) and ``binding_gate_label`` (its words), ``slo`` (metric -> limit
         [s]), ``first_guess`` (its budget, cap, ``step_budget_tokens``, ``kv_tokens`` and
         ``mean_sequence_tokens``), ``candidates`` (``phase``, the two knobs, ``capacity_per_s``,
-        ``status``, ``breaks_on``, ``note`` and ``chosen`` per candidate) and ``explanation``
-        (the sentences).
+        ``status``, ``breaks_on``, ``note`` and ``chosen`` per candidate), ``explanation``
+        (the sentences), ``cost`` (the step-cost model), ``rate_per_s`` (the recommended load
+        [1/s]) and ``margin`` (:meth:`TuneMargin.numbers`).
         """
         guess = self.first_guess
         columns = [
@@ -213,6 +257,9 @@ class TuneResult:
             "candidates": self.candidates[columns].to_dict(orient="records"),
             "explanation": list(self.explanation),
             "memory_tight": self.memory_tight,
+            "cost": self.cost,
+            "rate_per_s": self.rate_per_s,
+            "margin": self.margin.numbers() if self.margin is not None else None,
         }
 
     @property
@@ -225,10 +272,23 @@ class TuneResult:
         return "\n".join(self.explanation)
 
     def _display_rows(self) -> list[tuple[str, str]]:
+        margin = self.margin
         rows = [
             ("max_num_batched_tokens", f"{self.max_num_batched_tokens:,}"),
             ("max_num_seqs", f"{self.max_num_seqs:,}"),
-            ("capacity per replica", f"{self.capacity_per_s:.3g} requests/s"),
+            ("recommended load", self._rate_text()),
+            ("cost model", self.cost),
+            ("capacity per replica", f"{self.capacity_per_s:.3g} requests/s (this configuration alone)"),
+        ]
+        if margin is not None and margin.holds:
+            rows.append(
+                (
+                    "latency headroom",
+                    f"latencies at most {fmt_percent(margin.used_fraction(), decimals=0)} of their limits "
+                    f"(neighbours {fmt_percent(margin.used_fraction('neighbours'), decimals=0)})",
+                )
+            )
+        rows += [
             ("binding gate", self.binding_gate.label),
             ("SLO", str(self.slo)),
             ("candidates simulated", f"{len(self.candidates):,}"),
@@ -240,8 +300,35 @@ class TuneResult:
             rows.append(("memory", "tight: the answer is memory, sharding or replicas, not a knob"))
         return rows
 
+    def _rate_text(self) -> str:
+        margin = self.margin
+        if margin is None:
+            return f"{self.capacity_per_s:.3g} requests/s"
+        if not margin.holds:
+            return f"none with margin: a neighbour ({margin.limited_by}) fails the SLO far below capacity"
+        return (
+            f"{margin.rate_per_s:.3g} requests/s ({fmt_percent(margin.derated_fraction, decimals=0)} below capacity: "
+            "the neighbours one step away hold the SLO there too)"
+        )
+
     def __repr__(self) -> str:
-        return one_line("TuneResult", f"{self.capacity_per_s:.3g} req/s", self._display_rows()[:4])
+        margin = self.margin
+        rows = [
+            ("max_num_batched_tokens", f"{self.max_num_batched_tokens:,}"),
+            ("max_num_seqs", f"{self.max_num_seqs:,}"),
+            ("capacity", f"{self.capacity_per_s:.3g} req/s"),
+        ]
+        if margin is not None and margin.holds:
+            rows.append(
+                (
+                    "margin",
+                    f"load {fmt_percent(margin.derated_fraction, decimals=0)} below capacity, latencies ≤ "
+                    f"{fmt_percent(margin.used_fraction(), decimals=0)} of their limits",
+                )
+            )
+        elif margin is not None:
+            rows.append(("margin", "none"))
+        return one_line("TuneResult", f"{self.rate_per_s:.3g} req/s, {self.cost} cost", rows)
 
     def _repr_html_(self) -> str:
         return html_table("TuneResult (str() gives the reasons)", self._display_rows())
@@ -253,14 +340,14 @@ def tune(
     slo: SLO,
     hardware: str | HardwareSpec,
     model: str | ModelSpec,
-    cost: CostSpec = "ideal",
+    cost: CostSpec = "typical",
     engine: EngineConfig | None = None,
     seed: int = 0,
     tolerance_fraction: float = 0.02,
     budget_factors: Sequence[float] = BUDGET_FACTORS,
     cap_factors: Sequence[float] = CAP_FACTORS,
     executor: cf.Executor | None = None,
-    progress: bool | None = None,
+    progress: ProgressSpec = None,
     mode: SimMode = "fast",
 ) -> TuneResult:
     """Recommend ``max_num_batched_tokens`` and ``max_num_seqs`` for an SLO and a workload.
@@ -275,8 +362,11 @@ def tune(
         The latency limits.
     hardware, model : str or spec
     cost : str, callable or cost model
-        ``"ideal"`` (default), ``"typical"``, a factory or an instance (see
-        :func:`budgetlab.cost.named.make_cost`); used for the first guess and every simulation.
+        ``"typical"`` (default: :meth:`CalibratedCost.typical
+        <budgetlab.cost.CalibratedCost.typical>` for each candidate's deployment, the
+        real-engine step cost), ``"ideal"`` (the seeds' roofline), a factory or an instance
+        (see :func:`budgetlab.cost.named.make_cost`); used for the first guess and every
+        simulation, and named in the result (:attr:`TuneResult.cost`).
     engine : EngineConfig or None
         Template for the knobs not tuned (``block_size``, ``policy``, …).
     seed : int
@@ -296,8 +386,11 @@ def tune(
     executor : concurrent.futures.Executor or None
         Runs the candidates' capacity searches in parallel; ``None`` makes a local process
         pool for the call (see :mod:`budgetlab.experiments.executors` for Dask).
-    progress : bool or None
-        Progress bar per search phase (see :func:`budgetlab.sweep`).
+    progress : bool, None or callable
+        A line counting the capacity searches and margin simulations done, per phase
+        (:mod:`budgetlab.experiments.progress`). ``None`` (default): updating in place in
+        Jupyter (blanked at the end) or on stderr when it is a terminal; ``False``: nothing;
+        a callable gets ``(done, total, label)`` after each.
     mode : str
         Simulator mode.
 
@@ -325,9 +418,9 @@ def tune(
     cost = check_cost(cost)
     seed = random_seed("seed", seed)
     template = engine_template(engine)
-    tol = fraction_in("tolerance_fraction", tolerance_fraction, low=0.0, high=1.0)
+    tol = check_tolerance(tolerance_fraction)  # in [1e-6, 1): below, floats stop the bisection
     check_executor(executor)
-    show_progress(progress, 0)  # validates it before any work
+    check_progress(progress)  # before any work
     b_factors = positive_factors("budget_factors", budget_factors)
     c_factors = positive_factors("cap_factors", cap_factors)
     guess = first_guess(workload, slo=slo, hardware=hw, model=mdl, cost=cost, engine=template, seed=seed)
@@ -353,15 +446,21 @@ def tune(
     budgets = budget_candidates(budget_guess, b_factors, bounds)
     outcomes: dict[tuple[int, int], CapacityOutcome] = {}
     rows: list[Row] = []
+    label = f"budgetlab tune ({cost_label(cost)} cost)"
+    expected = len(budgets) + len(c_factors) + 2 * len(NEIGHBOUR_FACTORS)  # searches and margin runs
     # one pool for both phases (made here, and shut down at the end, unless one is passed)
-    with executor_for(executor, max(len(budgets), len(c_factors) + 1)) as pool:
+    with (
+        executor_for(executor, max(len(budgets), len(c_factors) + 1)) as pool,
+        progress_reporter(progress, label) as reporter,
+    ):
+        reporter.update(0, expected, f"{label}: budget search")
         # Phase 1: the budget, with the cap fixed at its first guess (never above the budget).
         phase1 = [(task(b.value, min(guess.max_num_seqs, b.value)), b) for b in budgets]
-        _search([t for t, _ in phase1], outcomes, pool, progress)
+        _search([t for t, _ in phase1], outcomes, pool, reporter)
         for t, b in phase1:
             rows.append(_candidate_row("budget", t.engine, outcomes[_key(t.engine)], guess, b.note))
         _refuse_unbounded(rows, slo, hw, mdl)
-        best_budget = _pick(rows, "max_num_batched_tokens", budget_guess, tol)
+        best_budget = pick_with_margin(rows, "max_num_batched_tokens", budget_guess, tol)
         if best_budget is None:
             raise _nothing_meets(slo, rows, hw, mdl)
         # Phase 2: the cap, with the best budget (the phase-1 winner's cap is among them).
@@ -376,23 +475,38 @@ def tune(
             seed=seed,
         )
         caps = cap_candidates(guess.max_num_seqs, c_factors, cap_bounds)
+        reporter.update(
+            reporter.done, reporter.done + len(caps) + 2 * len(NEIGHBOUR_FACTORS), f"{label}: max_num_seqs search"
+        )
         phase2 = [(task(best_budget, c.value), c) for c in caps]
-        _search([t for t, _ in phase2], outcomes, pool, progress)
+        _search([t for t, _ in phase2], outcomes, pool, reporter)
         for t, c in phase2:
             rows.append(_candidate_row("max_num_seqs", t.engine, outcomes[_key(t.engine)], guess, c.note))
         phase2_rows = [r for r in rows if r["phase"] == "max_num_seqs"]
         _refuse_unbounded(phase2_rows, slo, hw, mdl)
         # the phase-1 winner is among the phase-2 candidates, so some cap always succeeds
-        best_cap = _pick(phase2_rows, "max_num_seqs", cap_guess, tol) or cap_guess
+        best_cap = pick_with_margin(phase2_rows, "max_num_seqs", cap_guess, tol) or cap_guess
+        winner = outcomes[(best_budget, best_cap)].result
+        assert winner is not None  # _pick chose it among the "ok" outcomes
+        neighbours = neighbours_of(best_budget, best_cap, bounds, cap_bounds, template)
+        reporter.update(reporter.done, reporter.done + len(neighbours), f"{label}: margin")
+        margin = margin_of(
+            winner,
+            neighbours,
+            outcomes,
+            point=lambda eng, rate: SweepPoint(workload, rate, seed, eng, hw, mdl, cost, mode),
+            pool=pool,
+            reporter=reporter,
+            tol=tol,
+        )
+        reporter.finish(f"{label}: done")
 
     candidates = pd.DataFrame.from_records(rows)
     candidates["chosen"] = (candidates["max_num_batched_tokens"] == best_budget) & (
         candidates["max_num_seqs"] == best_cap
     )
-    winner = outcomes[(best_budget, best_cap)].result
-    assert winner is not None  # _pick chose it among the "ok" outcomes
     gate = binding_gate(winner.summary)
-    explanation = _explain(guess, candidates, winner, gate, best_budget, best_cap, tol)
+    explanation = (*_explain(guess, candidates, winner, gate, best_budget, best_cap, tol), str(margin))
     return TuneResult(
         max_num_batched_tokens=best_budget,
         max_num_seqs=best_cap,
@@ -404,7 +518,12 @@ def tune(
         slo=slo,
         binding_gate=gate,
         engine=winner.engine,
+        cost=cost_label(cost),
+        margin=margin,
     )
+
+
+_pick = pick_with_margin  # the name the tests know
 
 
 def _key(engine: EngineConfig) -> tuple[int, int]:
@@ -415,7 +534,7 @@ def _search(
     tasks: list[CapacityTask],
     outcomes: dict[tuple[int, int], CapacityOutcome],
     executor: cf.Executor,
-    progress: bool | None,
+    progress: ProgressReporter,
 ) -> None:
     """Run the capacity searches not done yet (a candidate shared by both phases runs once)."""
     todo = [t for t in tasks if _key(t.engine) not in outcomes]
@@ -431,26 +550,6 @@ def _search(
     )
     for t, outcome in zip(todo, results):
         outcomes[_key(t.engine)] = outcome
-
-
-def _tied(row: Mapping[str, SweepValue], best_per_s: float, tol: float) -> bool:
-    """Whether a candidate ties with a capacity of ``best_per_s`` [1/s]: at least it, or within
-    the tolerance below it and not seen failing there (its ``upper_per_s`` above it; a row
-    without one counts as not seen failing)."""
-    capacity = float(row["capacity_per_s"])
-    upper = float(row.get("upper_per_s", math.inf))
-    return capacity >= best_per_s or (capacity >= best_per_s / (1.0 + tol) and upper > best_per_s)
-
-
-def _pick(rows: Sequence[Mapping[str, SweepValue]], knob: str, guess_value: int, tol: float) -> int | None:
-    """Best capacity; among the candidates tied with it (:func:`_tied`), the guess or the nearest."""
-    ok = [r for r in rows if r["status"] == "ok"]
-    if not ok:
-        return None
-    best = max(float(r["capacity_per_s"]) for r in ok)
-    near = [r for r in ok if _tied(r, best, tol)]
-    chosen = min(near, key=lambda r: (abs(math.log(float(r[knob]) / guess_value)), -float(r[knob])))
-    return int(chosen[knob])
 
 
 def _nothing_meets(slo: SLO, rows: list[Row], hw: HardwareSpec, mdl: ModelSpec) -> SLOUnattainableError:
@@ -525,13 +624,13 @@ def _explain(
         part = candidates[candidates["phase"] == phase]
         notes = [str(n) for n in part.get("note", pd.Series(dtype=str)) if n]
         listing = ", ".join(
-            f"{int(r[knob]):,}{' (clamped)' if r.get('note') else ''} → {_outcome_text(r)}" for _, r in part.iterrows()
+            f"{int(r[knob]):,}{' (clamped)' if r.get('note') else ''} → {outcome_text(r)}" for _, r in part.iterrows()
         )
         best = budget if phase == "budget" else cap
         sentences.append(f"Search over {knob} with {fixed}: {listing}; best {best:,}.")
         if notes:
             sentences.append(f"Clamped into the values of {knob} worth simulating: {'; '.join(notes)}.")
-        sentences.extend(_neighbours(part, knob, best, tol))
+        sentences.extend(neighbour_sentences(part, knob, best, tol))
     s = winner.summary
     sentences.append(
         f"Recommendation: max_num_batched_tokens = {budget:,}, max_num_seqs = {cap:,}: capacity "
@@ -558,93 +657,3 @@ def _explain(
         f"{'; '.join(map(str, winner.breaking))}."
     )
     return tuple(sentences)
-
-
-def _outcome_text(row: pd.Series) -> str:
-    if row["status"] == "ok":
-        return f"{row['capacity_per_s']:.3g} req/s"
-    return f"{row['status']} ({row['breaks_on'] or '-'})"
-
-
-def _neighbours(part: pd.DataFrame, knob: str, best: int, tol: float) -> list[str]:
-    """Why the values on either side of the winner lose."""
-    out = []
-    higher = part[part[knob] > best].sort_values(knob)
-    lower = part[part[knob] < best].sort_values(knob, ascending=False)
-    winner_cap = float(part.loc[part[knob] == best, "capacity_per_s"].iloc[0])
-    for side, rows in (("larger", higher), ("smaller", lower)):
-        if rows.empty:
-            continue
-        r = rows.iloc[0]
-        value = int(r[knob])
-        if r["status"] != "ok":
-            out.append(f"The next {side} {knob}, {value:,}, {r['status']}: {r['breaks_detail']}.")
-        elif not _tied(r, winner_cap, tol):
-            out.append(
-                f"The next {side} {knob}, {value:,}, reaches only {r['capacity_per_s']:.3g} req/s "
-                f"(breaking on {r['breaks_on']} at {r['upper_per_s']:.3g} req/s)."
-            )
-        else:
-            out.append(
-                f"The next {side} {knob}, {value:,}, reaches {r['capacity_per_s']:.3g} req/s, "
-                "within the search tolerance of the best: a tie, so the value nearest the analytic "
-                "guess is kept."
-            )
-    return out
-
-
-def budget_frontier(
-    table: pd.DataFrame,
-    *,
-    slo: SLO,
-    ttft_metric: str | None = None,
-    itl_metric: str | None = None,
-) -> pd.DataFrame:
-    """The TTFT-versus-ITL trade-off across budgets at one load: one row per budget.
-
-    Smaller budgets give shorter steps (lower ITL) but spread each prompt over more steps
-    (higher TTFT); the SLO picks the budgets that meet both.
-
-    Parameters
-    ----------
-    table : pandas.DataFrame
-        :func:`~budgetlab.experiments.sweep.sweep` over budgets at a single offered load (one
-        row per budget).
-    slo : SLO
-        ``meets`` says whether each budget meets all of it (:meth:`SLO.holds`).
-    ttft_metric, itl_metric : str, optional
-        Summary keys reported as ``ttft_s`` and ``itl_s``; default the SLO's first TTFT limit
-        (else ``"ttft_p90_s"``) and its tightest ITL limit (:attr:`SLO.itl_target_metric`,
-        else ``"itl_p99_s"``).
-
-    Returns
-    -------
-    pandas.DataFrame
-        Budgets increasing: ``max_num_batched_tokens`` [tokens], ``rate_per_s`` [1/s],
-        ``max_num_seqs`` [count], ``ttft_s`` and ``itl_s`` (the two metrics [s]),
-        ``ttft_metric`` and ``itl_metric`` (their summary keys) and ``meets``.
-
-    Examples
-    --------
-    With ``SLO(ttft_p90_s=0.8, itl_p99_s=0.040)``, budgets 2,048 (TTFT p90 0.3 s, ITL p99
-    33 ms) and 512 (1.2 s, 9 ms) give two rows, 512 first: it breaks the TTFT limit
-    (``meets`` False), 2,048 meets both.
-    """
-    check_slo(slo)
-    if ttft_metric is None:
-        ttft_metric = next((m for m in slo.limits if m.startswith("ttft_")), "ttft_p90_s")
-    if itl_metric is None:
-        itl_metric = slo.itl_target_metric if slo.itl_target_metric is not None else "itl_p99_s"
-    ordered = table.sort_values("max_num_batched_tokens", kind="stable")
-    return pd.DataFrame(
-        {
-            "max_num_batched_tokens": ordered["max_num_batched_tokens"].astype(int).to_numpy(),
-            "rate_per_s": ordered["rate_per_s"].to_numpy(dtype=float),
-            "max_num_seqs": ordered["max_num_seqs"].astype(int).to_numpy(),
-            "ttft_s": ordered[ttft_metric].to_numpy(dtype=float),
-            "itl_s": ordered[itl_metric].to_numpy(dtype=float),
-            "ttft_metric": ttft_metric,
-            "itl_metric": itl_metric,
-            "meets": [slo.holds(row) for row in ordered.to_dict("records")],
-        }
-    )

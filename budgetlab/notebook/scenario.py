@@ -96,11 +96,11 @@ SCENARIO_DEFAULTS: Mapping[str, Any] = MappingProxyType(
         "decode_context_tokens": 1000,
         # 05: max_num_seqs and KV memory on a simulated workload
         "max_num_seqs": 256,
-        "low_max_num_seqs": 4,
+        "low_max_num_seqs": 16,
         "small_kv_tokens": 16000,
         "long_prefill_token_threshold": 512,
         "num_requests": 300,
-        "rate_per_s": 4.0,
+        "rate_per_s": 12.0,
         "seed": 0,  # the random seed of the workload (05) and of the hold-out split (06)
         "gpu_memory_utilization": 0.9,
         # 06: calibration
@@ -110,7 +110,7 @@ SCENARIO_DEFAULTS: Mapping[str, Any] = MappingProxyType(
         "measured_attention": False,
         "holdout_fraction": 0.25,
         # 07, 08: load sweeps, capacity and the tuner
-        "cost_model": "ideal",
+        "cost_model": "typical",  # the real-engine step cost (CalibratedCost.typical); "ideal" is the seeds'
         "trace_path": "",
         "workload": "conversation-like",
         # the custom shape starts at the conversation-like preset, so only a change counts

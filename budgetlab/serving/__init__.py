@@ -23,6 +23,7 @@ from budgetlab.serving.calibrate import (
     DEFAULT_SERVING_FIT,
     SERVING_FITTABLE,
     ServingCalibration,
+    ServingPrediction,
     calibrate_serving,
 )
 from budgetlab.serving.overhead import CLIENT_COLUMNS, ServingOverhead, client_metrics, client_requests
@@ -35,6 +36,7 @@ __all__ = [
     "BenchResult",
     "ServingCalibration",
     "ServingOverhead",
+    "ServingPrediction",
     "bench_from_simulation",
     "calibrate_serving",
     "client_metrics",

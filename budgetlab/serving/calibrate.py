@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,8 +47,26 @@ from budgetlab.serving.bench import BenchResult, read_vllm_bench
 from budgetlab.serving.overhead import ServingOverhead, client_metrics, client_requests
 from budgetlab.simulator import simulate
 from budgetlab.specs import EngineConfig, Request
+from budgetlab.text import fmt_latency
 
-__all__ = ["SERVING_FITTABLE", "DEFAULT_SERVING_FIT", "ServingCalibration", "calibrate_serving"]
+__all__ = [
+    "SERVING_FITTABLE",
+    "DEFAULT_SERVING_FIT",
+    "MAX_FIT_ERROR",
+    "CalibrationWarning",
+    "ServingCalibration",
+    "ServingPrediction",
+    "calibrate_serving",
+]
+
+MAX_FIT_ERROR = 0.5
+"""Largest relative error of a fitted mean (train or held back) :func:`calibrate_serving`
+returns without a :class:`CalibrationWarning` [-]: a good fit is within a few percent."""
+
+
+class CalibrationWarning(UserWarning):
+    """A serving calibration whose fit is far off the measurement it was fitted to."""
+
 
 SERVING_FITTABLE: dict[str, Fittable] = {
     "request_overhead_s": Fittable("s", 0.0, 1.0, 1e-2),
@@ -61,6 +80,78 @@ SERVING_FITTABLE: dict[str, Fittable] = {
 
 DEFAULT_SERVING_FIT = ("step_overhead_s", "request_overhead_s")
 """What :func:`calibrate_serving` fits unless told otherwise."""
+
+
+@dataclass(frozen=True)
+class ServingPrediction:
+    """What a client would measure on a configuration: ``vllm bench serve``'s summary, predicted.
+
+    Attributes
+    ----------
+    ttft_mean_s, ttft_median_s, ttft_p99_s : float
+        Time to first token [s].
+    tpot_mean_s, tpot_median_s, tpot_p99_s : float
+        Time per output token, per request ``(e2e − TTFT) / (output − 1)`` [s].
+    e2e_mean_s, e2e_median_s, e2e_p99_s : float
+        End-to-end latency [s].
+    output_throughput_tokens_per_s : float
+        Output tokens over the span from the first start to the last finish [tokens/s].
+    max_num_batched_tokens : int
+        The budget predicted for [tokens].
+    max_num_seqs : int
+        The cap predicted for [count].
+    """
+
+    ttft_mean_s: float
+    ttft_median_s: float
+    ttft_p99_s: float
+    tpot_mean_s: float
+    tpot_median_s: float
+    tpot_p99_s: float
+    e2e_mean_s: float
+    e2e_median_s: float
+    e2e_p99_s: float
+    output_throughput_tokens_per_s: float
+    max_num_batched_tokens: int
+    max_num_seqs: int
+
+    def to_dict(self) -> dict[str, float]:
+        """The metrics as a plain dict (the keys of :func:`~budgetlab.serving.client_metrics`)."""
+        return {
+            name: float(getattr(self, name))
+            for name in self.__dataclass_fields__
+            if name not in ("max_num_batched_tokens", "max_num_seqs")
+        }
+
+    def _display_rows(self) -> list[tuple[str, str]]:
+        rows = [
+            (
+                metric.upper(),
+                " / ".join(fmt_latency(getattr(self, f"{metric}_{stat}_s")) for stat in ("mean", "median", "p99")),
+            )
+            for metric in ("ttft", "tpot", "e2e")
+        ]
+        return [
+            ("", "mean / median / p99"),
+            *rows,
+            ("output throughput", f"{self.output_throughput_tokens_per_s:,.0f} tokens/s"),
+        ]
+
+    def __str__(self) -> str:
+        return (
+            f"budget {self.max_num_batched_tokens:,}, max_num_seqs {self.max_num_seqs:,}: "
+            f"TTFT mean {fmt_latency(self.ttft_mean_s)} (p99 {fmt_latency(self.ttft_p99_s)}), "
+            f"TPOT mean {fmt_latency(self.tpot_mean_s)} (p99 {fmt_latency(self.tpot_p99_s)}), "
+            f"end-to-end mean {fmt_latency(self.e2e_mean_s)}, "
+            f"{self.output_throughput_tokens_per_s:,.0f} output tokens/s"
+        )
+
+    def __repr__(self) -> str:
+        return one_line("ServingPrediction", f"budget {self.max_num_batched_tokens:,}", self._display_rows()[1:])
+
+    def _repr_html_(self) -> str:
+        title = f"ServingPrediction: budget {self.max_num_batched_tokens:,}, max_num_seqs {self.max_num_seqs:,}"
+        return html_table(title, self._display_rows())
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,11 +190,16 @@ class ServingCalibration:
 
     def predict(
         self, *, engine: EngineConfig | None = None, requests: Sequence[Request] | None = None
-    ) -> dict[str, float]:
+    ) -> ServingPrediction:
         """Client metrics (:func:`~budgetlab.serving.client_metrics`) of the fitted model on
-        ``engine`` (default: the benchmark's) and ``requests`` (default: the replayed ones)."""
-        run = simulate(list(requests or self.requests), engine=engine or self.engine, cost=self.cost)
-        return client_metrics(client_requests(run, self.overhead))
+        ``engine`` (default: the benchmark's) and ``requests`` (default: the replayed ones), as
+        a :class:`ServingPrediction` (``.to_dict()`` gives the plain dict)."""
+        used = engine or self.engine
+        run = simulate(list(requests or self.requests), engine=used, cost=self.cost)
+        metrics = client_metrics(client_requests(run, self.overhead))
+        return ServingPrediction(
+            **metrics, max_num_batched_tokens=used.max_num_batched_tokens, max_num_seqs=used.max_num_seqs
+        )
 
     def _error_rows(self) -> list[tuple[str, str]]:
         """``(split, "ttft_mean +1.2%, ...")`` for the training and held-back errors that exist."""
@@ -419,6 +515,7 @@ def calibrate_serving(
             if key in published and key.endswith("_s")
         ]
     )
+    _warn_if_far_off(result.source, train_errors, holdout_errors)
     return ServingCalibration(
         cost=fitted_cost,
         overhead=fitted_overhead,
@@ -429,3 +526,24 @@ def calibrate_serving(
         comparison=comparison,
         requests=requests,
     )
+
+
+def _warn_if_far_off(source: str, train_errors: dict[str, float], holdout_errors: dict[str, float]) -> None:
+    """:class:`CalibrationWarning` when a fitted mean is more than :data:`MAX_FIT_ERROR` off."""
+    errors = [
+        (abs(value), split, metric, value)
+        for split, by_metric in (("train", train_errors), ("held back", holdout_errors))
+        for metric, value in by_metric.items()
+        if math.isfinite(value)
+    ]
+    worst = max(errors, default=None)
+    if worst is not None and worst[0] > MAX_FIT_ERROR:
+        _, split, metric, value = worst
+        warnings.warn(
+            f"{source}: the fitted model is {value:+.0%} off the measured {metric} ({split} requests), more than "
+            f"{MAX_FIT_ERROR:.0%}: the simulation does not describe this run. Check that engine= is the "
+            "configuration the server ran with and that the file is an open-loop run of one model; do not use "
+            "this fit for predictions",
+            CalibrationWarning,
+            stacklevel=3,
+        )
