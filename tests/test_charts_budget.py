@@ -154,7 +154,11 @@ def test_ttft_and_step_time_chart_has_a_slider(sweep, ideal):
     assert len(sliders) == 1
     slider = sliders[0]
     assert slider["name"] == "budget" and slider["value"] == 2048
-    assert slider["bind"]["min"] == 256 and slider["bind"]["max"] == 8192
+    # issue 20: every position of the slider is a budget the sweep computed, so the budget the
+    # slider shows is the one the panels read out (a step of 1 over the grid showed 600, read 615)
+    low, high, step = slider["bind"]["min"], slider["bind"]["max"], slider["bind"]["step"]
+    assert step > 1 and 256 <= low < 256 + step and 8192 - step < high <= 8192
+    assert set(range(low, high + 1, step)) <= set(sweep.max_num_batched_tokens.astype(int))
     text = json.dumps(spec, ensure_ascii=False)
     assert "abs(datum.max_num_batched_tokens - budget)" in text  # both panels follow the slider
     assert "40 ms target" in text and "2,464 tokens" in text and "no budget" in text
@@ -163,9 +167,36 @@ def test_ttft_and_step_time_chart_has_a_slider(sweep, ideal):
     assert has_tooltip(spec) and num_rows(spec) < charts.MAX_ROWS
 
 
+def test_budget_for_target_of_each_cost_model(sweep):
+    """issue 20: 03 marks the calibrated budget for the target beside the idealized one, each
+    labelled with its cost model, the labels one under the other."""
+    spec = spec_of(
+        charts.ttft_and_step_time_chart(
+            sweep,
+            initial_budget_tokens=2048,
+            target_step_s=0.04,
+            budget_for_target={"idealized": 2464, "calibrated": 1548},
+        )
+    )
+    rows = [row for values in spec["datasets"].values() for row in values if "label_y_px" in row]
+    assert [(r["label"], r["max_num_batched_tokens"]) for r in rows] == [
+        ("2,464 tokens (idealized)", 2464),
+        ("1,548 tokens (calibrated)", 1548),
+    ]
+    assert len({r["label_y_px"] for r in rows}) == 2
+
+
+def test_budget_grid_steps_evenly_for_a_slider():
+    grid = charts.budget_grid(num_decodes=100, max_budget_tokens=8192, num_points=400)
+    inner = grid[1:-1]
+    assert len(set(np.diff(inner))) == 1 and inner[0] % np.diff(inner)[0] == 0  # multiples of one step
+    assert 600 in grid and 300 <= len(grid) <= 420
+
+
 def test_slider_starts_inside_the_sweep(sweep):
     spec = spec_of(charts.ttft_and_step_time_chart(sweep, initial_budget_tokens=100_000))
-    assert spec["params"][0]["value"] == 8192
+    slider = spec["params"][0]
+    assert slider["value"] == slider["bind"]["max"] and 8192 - slider["bind"]["step"] < slider["value"] <= 8192
 
 
 def test_sweep_chart_with_two_cost_models(sweep):

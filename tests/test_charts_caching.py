@@ -83,6 +83,19 @@ def test_kv_pressure_chart_two_panels():
     assert len(spec["hconcat"]) == 2
     assert {"Prefix-cache hit rate", "TTFT p90 [ms], log scale", "KV pool [tokens], log scale"} <= titles(spec)
     assert num_rows(spec) <= 2 * len(frame) and has_tooltip(spec)
+    # issue 20: the hit rate (caching on only) is drawn in the "caching on" colour of the legend
+    hits, ttft = spec["hconcat"]
+    scales = {
+        json.dumps(node["scale"])
+        for panel in (hits, ttft)
+        for node in walk(panel)
+        if node.get("field") == "caching" and "scale" in node
+    }
+    (scale,) = (json.loads(s) for s in scales)  # one mapping in both panels
+    assert len(scale["domain"]) == 2 and scale["domain"][1].endswith("caching on")
+    assert len(set(scale["range"])) == 2  # "caching on" has its own colour
+    hit_marks = [layer for layer in hits["layer"] if "color" not in layer.get("mark", {})]
+    assert len(hit_marks) == 2 and all(layer["encoding"]["color"]["field"] == "caching" for layer in hit_marks)
 
 
 def test_caching_variants_table(runs):

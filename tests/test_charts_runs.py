@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from budgetlab import charts
@@ -124,3 +125,33 @@ def test_policy_comparison(runs):
         for node in walk(spec)
         if isinstance(node.get("encoding"), dict)
     )
+
+
+def test_cap_sweep_chart_draws_one_line_per_cap_grid():
+    """issue 20: notebook 05's max_num_seqs sweep: TTFT p50/p90 and throughput against the cap
+    (log axis, the caps as ticks), the low and baseline caps marked."""
+    caps = [8, 16, 32, 64, 256]
+    frame = pd.DataFrame(
+        {
+            "max_num_batched_tokens": 2048,
+            "rate_per_s": 12.0,
+            "max_num_seqs": caps,
+            "ttft_p50_s": [21.7, 6.9, 0.61, 0.053, 0.052],
+            "ttft_p90_s": [40.0, 14.7, 2.6, 0.18, 0.18],
+            "throughput_tokens_per_s": [800.0, 1253.0, 1716.0, 1859.0, 1859.0],
+            "kv_peak_fraction": [0.05, 0.09, 0.16, 0.27, 0.27],
+        }
+    )
+    spec = spec_of(charts.cap_sweep_chart(frame, marks={"too low": 16, "baseline": 256}, title="caps"))
+    assert len(spec["hconcat"]) == 2
+    xs = [n["x"] for n in walk(spec) if isinstance(n.get("x"), dict) and n["x"].get("field") == "max_num_seqs"]
+    assert xs and all(
+        x["scale"] == {"type": "log", "base": 2} and x["axis"]["values"] == caps for x in xs if "scale" in x
+    )
+    assert {"Time to first token [ms], log scale", "Output throughput [tokens/s]"} <= titles(spec)
+    labels = {row["label"] for values in spec["datasets"].values() for row in values if "label" in row}
+    assert labels == {"too low: 16", "baseline: 256"}
+    with pytest.raises(ValueError, match="draws one max_num_batched_tokens"):
+        charts.cap_sweep_chart(pd.concat([frame, frame.assign(max_num_batched_tokens=512)]))
+    with pytest.raises(ValueError, match="needs the columns kv_peak_fraction"):
+        charts.cap_sweep_chart(frame.drop(columns="kv_peak_fraction"))

@@ -88,6 +88,24 @@ def test_catalog_curves_with_legend_selection(llama8b):
     assert any(p.get("bind") == "legend" for node in walk(spec) for p in node.get("params", []) if isinstance(p, dict))
 
 
+def test_catalog_curves_log_log_with_distinct_dashes(llama8b):
+    """issue 20: 01's curves on log-log axes (the knee a corner, not a 3 % sliver), each GPU with
+    its own dash pattern (equal peak FLOP/s draw the same line), integer tick labels."""
+    specs = [hardware(slug) for slug in list_hardware()]
+    frame = charts.catalog_step_cost_frame(llama8b, specs, charts.log_token_grid(10_000, num_points=50))
+    spec = spec_of(charts.step_cost_chart(frame, color="hardware", log_log=True))
+    scales = [n["scale"]["type"] for n in walk(spec) if isinstance(n.get("scale"), dict) and "type" in n["scale"]]
+    line = next(layer for layer in spec["layer"] if layer.get("mark", {}).get("type") == "line")
+    assert line["encoding"]["x"]["scale"]["type"] == "log" and line["encoding"]["y"]["scale"]["type"] == "log"
+    assert line["encoding"]["x"]["axis"]["format"] == ",d"  # "1,024", not "1.024k"
+    dash = line["encoding"]["strokeDash"]
+    assert dash["field"] == "hardware" and len(dash["scale"]["range"]) == len(specs)
+    assert len({json.dumps(d) for d in dash["scale"]["range"]}) == min(len(specs), 8)
+    assert "log" in scales
+    linear = spec_of(charts.step_cost_chart(frame, color="hardware"))
+    assert "Tokens in the step [tokens]" in titles(linear) and "Tokens in the step [tokens], log scale" in titles(spec)
+
+
 def test_hardware_comparison_table(llama8b):
     specs = [hardware(slug) for slug in list_hardware()]
     frame = bl.hardware_comparison(llama8b, specs, token_marks=[512, 2048])

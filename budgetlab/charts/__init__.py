@@ -74,6 +74,7 @@ from budgetlab.charts.load import (
     slo_check_frame,
 )
 from budgetlab.charts.runs import (
+    cap_sweep_chart,
     gate_share_chart,
     gate_share_frame,
     kv_budget_chart,
@@ -193,6 +194,7 @@ __all__ = [
     "token_grid",
     # the budget filled (notebooks 02-04)
     "budget_grid",
+    "cap_sweep_chart",
     "budget_payoff_frame",
     "budget_sweep_chart",
     "budget_sweep_frame",

@@ -74,8 +74,34 @@ def budget_grid(
             f"(above num_decodes = {num_decodes} and min_budget_tokens)"
         )
     extra = np.asarray([b for b in listed if low <= b <= max_budget_tokens], dtype=np.int64)
-    grid = np.linspace(low, max_budget_tokens, min(num_points, max_budget_tokens - low + 1))
-    return np.unique(np.concatenate([np.round(grid).astype(np.int64), extra]))
+    step = _nice_step((max_budget_tokens - low) / max(num_points - 1, 1))
+    aligned = np.arange(-(-low // step) * step, max_budget_tokens + 1, step, dtype=np.int64)
+    return np.unique(np.concatenate([[low, max_budget_tokens], aligned, extra]).astype(np.int64))
+
+
+def _nice_step(raw: float) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 25, 50, 100, ... at least ``raw`` [tokens]: a grid step a
+    slider can use, so every budget it shows is one the sweep computed."""
+    for decade in (10**k for k in range(12)):
+        for factor in (1, 2, 2.5, 5):
+            step = factor * decade
+            if step >= raw and float(step).is_integer():
+                return int(step)
+    return int(np.ceil(raw))
+
+
+def _slider_steps(budgets: np.ndarray) -> tuple[int, int, int] | None:
+    """``(low, high, step)`` of a slider whose every position is a budget of ``budgets``: the
+    multiples of the grid's most common spacing, when the grid holds all of them; else ``None``."""
+    values = np.unique(budgets.astype(np.int64))
+    if len(values) < 3:
+        return None
+    gaps, counts = np.unique(np.diff(values), return_counts=True)
+    step = int(gaps[np.argmax(counts)])
+    aligned = values[values % step == 0]
+    if len(aligned) < 2 or not np.array_equal(aligned, np.arange(aligned[0], aligned[-1] + 1, step)):
+        return None
+    return int(aligned[0]), int(aligned[-1]), step
 
 
 def step_fill_frame(timeline: pd.DataFrame, *, max_steps: int = 40) -> pd.DataFrame:
@@ -258,7 +284,7 @@ def step_fill_chart(frame: pd.DataFrame, *, title: str = "") -> alt.LayerChart:
         .mark_bar()
         .encode(
             x=alt.X("step:O", title="Step", axis=alt.Axis(labelAngle=0)),
-            y=alt.Y("tokens:Q", title="Tokens in the step [tokens]", stack="zero", axis=alt.Axis(format="~s")),
+            y=alt.Y("tokens:Q", title="Tokens in the step [tokens]", stack="zero", axis=alt.Axis(format=TOKENS_FORMAT)),
             color=color,
             order=alt.Order("part_order:Q"),
             tooltip=[
@@ -343,7 +369,12 @@ def decoder_interaction_chart(frame: pd.DataFrame, *, title: str = "") -> alt.La
         .mark_bar(height=26)
         .encode(
             y=alt.Y("label:N", title="", sort=list(dict.fromkeys(frame.label))),
-            x=alt.X("tokens:Q", title="Tokens of one step's budget [tokens]", stack="zero", axis=alt.Axis(format="~s")),
+            x=alt.X(
+                "tokens:Q",
+                title="Tokens of one step's budget [tokens]",
+                stack="zero",
+                axis=alt.Axis(format=TOKENS_FORMAT),
+            ),
             color=alt.Color(
                 "part_label:N",
                 title="",
@@ -435,15 +466,19 @@ def budget_sweep_chart(
         layers += _reference_rules(references)
     if budget_marks:
         marks = pd.DataFrame(
-            {"label": [m[0] for m in budget_marks], "max_num_batched_tokens": [m[1] for m in budget_marks]}
+            {
+                "label": [m[0] for m in budget_marks],
+                "max_num_batched_tokens": [m[1] for m in budget_marks],
+                "label_y_px": [4 + 15 * i for i in range(len(budget_marks))],  # one label under the other
+            }
         )
         layers.append(
             alt.Chart(marks).mark_rule(strokeDash=[2, 3], color=PALETTE["muted"]).encode(x="max_num_batched_tokens:Q")
         )
         layers.append(
             alt.Chart(marks)
-            .mark_text(align="left", dx=4, baseline="top", color=PALETTE["muted"], y=4)
-            .encode(x="max_num_batched_tokens:Q", text="label:N")
+            .mark_text(align="left", dx=4, baseline="top", color=PALETTE["muted"])
+            .encode(x="max_num_batched_tokens:Q", y=alt.Y("label_y_px:Q", scale=None), text="label:N")
         )
     if budget_param is not None:
         picked = (
@@ -473,14 +508,16 @@ def ttft_and_step_time_chart(
     initial_budget_tokens: int,
     ttft_without_budget_s: float | None = None,
     target_step_s: float | None = None,
-    budget_for_target: int | None = None,
+    budget_for_target: int | Mapping[str, int] | None = None,
     extra_ttft_references: Sequence[tuple[str, float]] = (),
 ) -> alt.HConcatChart:
     """TTFT and step time against the budget, side by side, with a budget slider.
 
     The slider (an Altair parameter bound to ``binding_range``) picks a budget; both panels
     highlight the nearest budget of the sweep and print its value, so a reader trades TTFT
-    against step time by hand. Works in the offline HTML (Vega-Embed draws it in the page).
+    against step time by hand. On a :func:`budget_grid` the slider steps along the grid, so the
+    budget it shows is always one the sweep computed (a step of 1 over a coarser grid showed 600
+    while the panels read 615). Works in the offline HTML (Vega-Embed draws it in the page).
 
     Parameters
     ----------
@@ -492,21 +529,30 @@ def ttft_and_step_time_chart(
         TTFT with no budget, drawn as a reference on the left [s].
     target_step_s : float, optional
         Step-time target, drawn on the right [s].
-    budget_for_target : int, optional
-        Largest budget meeting the target, drawn on the right [tokens].
+    budget_for_target : int or mapping of str to int, optional
+        Largest budget meeting the target, drawn on the right [tokens]; a mapping draws one per
+        cost model, each labelled with its model (``{"idealized": 2464, "calibrated": 1548}``).
     extra_ttft_references : sequence of (label, seconds)
         More horizontal lines on the left, e.g. another cost model's no-budget TTFT.
     """
-    low, high = int(frame.max_num_batched_tokens.min()), int(frame.max_num_batched_tokens.max())
+    low, high, step = int(frame.max_num_batched_tokens.min()), int(frame.max_num_batched_tokens.max()), 1
+    steps = _slider_steps(frame.max_num_batched_tokens.to_numpy())
+    if steps is not None:  # the slider moves along the grid: the budget it shows is the one drawn
+        low, high, step = steps
     budget = alt.param(
         name="budget",
         value=int(min(max(initial_budget_tokens, low), high)),
-        bind=alt.binding_range(min=low, max=high, step=1, name="Token budget [tokens] "),
+        bind=alt.binding_range(min=low, max=high, step=step, name="Token budget [tokens] "),
     )
     left_refs = [("no budget: whole prompt in one step", ttft_without_budget_s)] if ttft_without_budget_s else []
     left_refs += list(extra_ttft_references)
     right_refs = [_target_reference(target_step_s)] if target_step_s else []
-    right_marks = [(f"{fmt_int(budget_for_target)} tokens", budget_for_target)] if budget_for_target is not None else []
+    if budget_for_target is None:
+        right_marks: list[tuple[str, int]] = []
+    elif isinstance(budget_for_target, Mapping):
+        right_marks = [(f"{fmt_int(n)} tokens ({model})", int(n)) for model, n in budget_for_target.items()]
+    else:
+        right_marks = [(f"{fmt_int(budget_for_target)} tokens", budget_for_target)]
     left = budget_sweep_chart(
         frame, metric="ttft", references=left_refs, budget_param=budget, title="Time to first token"
     )

@@ -69,9 +69,21 @@ def _dash() -> alt.StrokeDash:
     return alt.StrokeDash("percentile:N", title="TTFT", sort=labels, scale=alt.Scale(domain=labels, range=dashes))
 
 
+#: Colours of the runs, in the frame's order: "caching off" then "caching on" in every chart.
+_SERIES_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2"]
+
+
 def _series_color(frame: pd.DataFrame, column: str) -> alt.Color:
+    """One colour per value of ``column``, fixed by an explicit domain and range, so a panel that
+    draws only some of the values (the hit rate: caching on only) colours them as the legend does."""
     order = list(dict.fromkeys(frame[column]))
-    return alt.Color(f"{column}:N", title="", sort=order, legend=alt.Legend(orient="top", labelLimit=360))
+    return alt.Color(
+        f"{column}:N",
+        title="",
+        sort=order,
+        scale=alt.Scale(domain=order, range=_SERIES_COLORS[: len(order)]),
+        legend=alt.Legend(orient="top", labelLimit=360),
+    )
 
 
 def ttft_by_turn_chart(frame: pd.DataFrame, *, title: str = "") -> alt.LayerChart:
@@ -166,7 +178,7 @@ def prompt_work_chart(frame: pd.DataFrame, *, title: str = "") -> alt.Chart:
         .mark_bar(height=24)
         .encode(
             y=alt.Y("variant:N", title="", sort=list(dict.fromkeys(frame.variant)), axis=alt.Axis(labelLimit=360)),
-            x=alt.X("tokens:Q", title="Prompt tokens [tokens]", stack="zero", axis=alt.Axis(format="~s")),
+            x=alt.X("tokens:Q", title="Prompt tokens [tokens]", stack="zero", axis=alt.Axis(format=TOKENS_FORMAT)),
             color=alt.Color(
                 "part_label:N",
                 title="",
@@ -209,7 +221,7 @@ def budget_caching_chart(frame: pd.DataFrame, *, budget_tokens: int | None = Non
             "max_num_batched_tokens:Q",
             title="Token budget, max_num_batched_tokens [tokens], log scale",
             scale=alt.Scale(type="log", base=2),
-            axis=alt.Axis(format="~s"),
+            axis=alt.Axis(format=TOKENS_FORMAT),
         ),
         y=alt.Y("ttft_ms:Q", title="Time to first token [ms], log scale", scale=alt.Scale(type="log")),
         color=_series_color(long, "caching"),
@@ -267,7 +279,7 @@ def kv_pressure_chart(frame: pd.DataFrame, *, title: str = "") -> alt.HConcatCha
         "kv_tokens:Q",
         title="KV pool [tokens], log scale",
         scale=alt.Scale(type="log", base=2),
-        axis=alt.Axis(format="~s"),
+        axis=alt.Axis(format=TOKENS_FORMAT),
     )
     tooltip = [
         alt.Tooltip("caching:N", title="run"),
@@ -290,8 +302,8 @@ def kv_pressure_chart(frame: pd.DataFrame, *, title: str = "") -> alt.HConcatCha
     )
     hits = alt.LayerChart(
         layer=[
-            cached.mark_line(strokeWidth=2.5, color=PALETTE["decode"]),
-            cached.mark_point(size=60, filled=True, color=PALETTE["decode"]),
+            cached.mark_line(strokeWidth=2.5).encode(color=color),
+            cached.mark_point(size=60, filled=True).encode(color=color),
         ],
         width=WIDTH - 80,
         height=HEIGHT - 20,

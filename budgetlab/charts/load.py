@@ -152,7 +152,25 @@ def _slo_lines(slo: SLO, metric: str) -> pd.DataFrame:
         {
             "value_ms": [v * 1e3 for v in limits.values()],
             "label": [f"SLO: {metric_label(m)} ≤ {fmt_latency(v)}" for m, v in limits.items()],
+            "percentile": [m.split("_")[1] for m in limits],  # "ttft_p90_s" -> "p90"
         }
+    )
+
+
+#: Left of the plot, where a panel's y-axis title is written [px]
+_Y_TITLE_OFFSET_PX = 50
+
+
+def _percentile_axis_title(param: alt.Parameter, words: str, unit: str) -> alt.Chart:
+    """A y-axis title that names the percentile the dropdown shows ("Time to first token p90
+    [ms], log scale"), written as a rotated text left of the plot: Vega-Lite's axis titles cannot
+    follow a parameter, a text mark's text can."""
+    text = f"'{words} ' + {param.name} + ' {unit}'"
+    return (
+        alt.Chart(pd.DataFrame({"row": [0]}))
+        .transform_calculate(axis_title=text)
+        .mark_text(angle=270, align="center", baseline="bottom", fontWeight="bold", fontSize=11)
+        .encode(x=alt.value(-_Y_TITLE_OFFSET_PX), y=alt.value(HEIGHT / 2), text="axis_title:N")
     )
 
 
@@ -168,9 +186,11 @@ def load_sweep_chart(
     """TTFT and ITL against offered load, one line per series, with percentile dropdowns.
 
     Two dropdowns under the charts pick the percentile each panel shows (p50, p90, p99); they
-    start at the SLO's percentiles. The SLO's limits are dashed horizontal lines; each series'
-    capacity per replica is a dashed vertical line in its colour. TTFT is on a log axis: it
-    spans from the prompt's own prefill to minutes of queueing past the service rate.
+    start at the SLO's percentiles, and each panel's title and y-axis title name the percentile
+    shown (a printed chart, without its dropdowns, still says which one it is). The SLO's limits
+    are dashed horizontal lines, drawn only while the panel shows the percentile the limit is on;
+    each series' capacity per replica is a dashed vertical line in its colour. TTFT is on a log
+    axis: it spans from the prompt's own prefill to minutes of queueing past the service rate.
 
     Parameters
     ----------
@@ -217,9 +237,9 @@ def load_sweep_chart(
             caps["series"] = caps.workload.astype(str)
         caps = caps[caps.series.isin(order)]
     panels = []
-    for metric, axis_title, scale in (
-        ("TTFT", "Time to first token [ms], log scale", alt.Scale(type="log", nice=False, padding=12)),
-        ("ITL", "Inter-token latency [ms]", alt.Scale(zero=True)),
+    for metric, (words, unit), scale in (
+        ("TTFT", ("Time to first token", "[ms], log scale"), alt.Scale(type="log", nice=False, padding=12)),
+        ("ITL", ("Inter-token latency", "[ms]"), alt.Scale(zero=True)),
     ):
         param = params[metric]
         data = frame[frame.metric == metric]
@@ -236,7 +256,7 @@ def load_sweep_chart(
         base = (
             alt.Chart(data)
             .transform_filter(f"datum.percentile == {param.name}")
-            .encode(x=x, y=alt.Y("value_ms:Q", title=axis_title, scale=scale), color=color)
+            .encode(x=x, y=alt.Y("value_ms:Q", title=None, scale=scale), color=color)
         )
         layers: list[alt.Chart] = [
             base.mark_line(strokeWidth=2),
@@ -245,13 +265,12 @@ def load_sweep_chart(
         if slo is not None:
             lines = _slo_lines(slo, metric.lower())
             if len(lines):
+                shown = alt.Chart(lines).transform_filter(f"datum.percentile == {param.name}")
+                layers.append(shown.mark_rule(strokeDash=[6, 3], color=PALETTE["reference"]).encode(y="value_ms:Q"))
                 layers.append(
-                    alt.Chart(lines).mark_rule(strokeDash=[6, 3], color=PALETTE["reference"]).encode(y="value_ms:Q")
-                )
-                layers.append(
-                    alt.Chart(lines)
-                    .mark_text(align="left", baseline="bottom", dx=4, dy=-3, color=PALETTE["reference"])
-                    .encode(x=alt.value(0), y="value_ms:Q", text="label:N")
+                    shown.mark_text(align="left", baseline="bottom", dx=4, dy=-3, color=PALETTE["reference"]).encode(
+                        x=alt.value(0), y="value_ms:Q", text="label:N"
+                    )
                 )
         if caps is not None and len(caps):
             layers.append(
@@ -267,9 +286,9 @@ def load_sweep_chart(
                     ],
                 )
             )
-        panels.append(
-            alt.LayerChart(layer=list(layers), width=WIDTH - 80, height=HEIGHT, title=f"{metric} against offered load")
-        )
+        layers.append(_percentile_axis_title(param, words, unit))
+        panel_title = alt.TitleParams(text=alt.ExprRef(expr=f"'{metric} ' + {param.name} + ' against offered load'"))
+        panels.append(alt.LayerChart(layer=list(layers), width=WIDTH - 80, height=HEIGHT, title=panel_title))
     return alt.hconcat(*panels, title=title).add_params(*params.values())
 
 
@@ -294,7 +313,7 @@ def candidates_chart(candidates: pd.DataFrame, *, title: str = "") -> alt.HConca
         fixed = "max_num_seqs" if knob == "max_num_batched_tokens" else "max_num_batched_tokens"
         fixed_value = fmt_int(data[fixed].iloc[0]) if len(data) else ""
         base = alt.Chart(data).encode(
-            x=alt.X(f"{knob}:Q", title=axis_title, scale=alt.Scale(zero=False), axis=alt.Axis(format="~s")),
+            x=alt.X(f"{knob}:Q", title=axis_title, scale=alt.Scale(zero=False), axis=alt.Axis(format=TOKENS_FORMAT)),
             y=alt.Y("capacity_per_s:Q", title="Capacity per replica [requests/s]", scale=alt.Scale(zero=True)),
         )
         tooltip = [

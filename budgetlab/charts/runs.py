@@ -105,7 +105,9 @@ def kv_budget_chart(frame: pd.DataFrame, *, budget_tokens: int | None = None, ti
     frame = frame.assign(activation_gib=frame.activation_bytes / 2**30, kv_gib=frame.kv_bytes / 2**30)
     base = alt.Chart(frame).encode(
         x=_budget_x(),
-        y=alt.Y("kv_tokens:Q", title="KV cache [tokens]", scale=alt.Scale(zero=False), axis=alt.Axis(format="~s")),
+        y=alt.Y(
+            "kv_tokens:Q", title="KV cache [tokens]", scale=alt.Scale(zero=False), axis=alt.Axis(format=TOKENS_FORMAT)
+        ),
         tooltip=[
             alt.Tooltip("max_num_batched_tokens:Q", title="budget [tokens]", format=TOKENS_FORMAT),
             alt.Tooltip("activation_gib:Q", title="activation peak [GiB]", format=",.2f"),
@@ -384,3 +386,113 @@ def policy_comparison_chart(frame: pd.DataFrame, *, title: str = "") -> alt.Char
         )
         .properties(width=WIDTH + 100, height=HEIGHT, title=title)
     )
+
+
+def cap_sweep_chart(
+    frame: pd.DataFrame,
+    *,
+    marks: Mapping[str, int] | None = None,
+    title: str = "",
+) -> alt.HConcatChart:
+    """What ``max_num_seqs`` does at a fixed budget and load: left the TTFT p50 and p90, right
+    the output throughput and the KV peak, against the cap (log axis).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        :func:`budgetlab.sweep` output over several ``max_num_seqs`` at one budget and one
+        offered load (``max_num_seqs``, ``ttft_p50_s``, ``ttft_p90_s``,
+        ``throughput_tokens_per_s``, ``kv_peak_fraction``).
+    marks : mapping of str to int, optional
+        Caps to mark with a labelled rule, e.g. ``{"too low": 16, "baseline": 256}``.
+    title : str
+
+    Raises
+    ------
+    ValueError
+        A missing column, or the sweep varies the budget or the load too (one line per cap only).
+    """
+    needed = ("max_num_seqs", "ttft_p50_s", "ttft_p90_s", "throughput_tokens_per_s", "kv_peak_fraction")
+    missing = [c for c in needed if c not in frame]
+    if missing:
+        raise ValueError(f"cap_sweep_chart needs the columns {', '.join(missing)}; pass budgetlab.sweep's table")
+    for knob in ("max_num_batched_tokens", "rate_per_s"):
+        if knob in frame and frame[knob].nunique() > 1:
+            raise ValueError(
+                f"cap_sweep_chart draws one {knob}; the sweep has {frame[knob].nunique()}: filter it first"
+            )
+    _check_rows(len(frame))
+    data = pd.DataFrame(
+        {
+            "max_num_seqs": frame.max_num_seqs.astype(int),
+            "TTFT p50": frame.ttft_p50_s * 1e3,
+            "TTFT p90": frame.ttft_p90_s * 1e3,
+            "throughput": frame.throughput_tokens_per_s,
+            "kv_peak_percent": frame.kv_peak_fraction * 100,
+        }
+    )
+    x = alt.X(
+        "max_num_seqs:Q",
+        title="max_num_seqs [requests], log scale",
+        scale=alt.Scale(type="log", base=2),
+        axis=alt.Axis(format=TOKENS_FORMAT, values=sorted(data.max_num_seqs.unique().tolist())),
+    )
+    ttft = data.melt(id_vars=["max_num_seqs"], value_vars=["TTFT p50", "TTFT p90"], var_name="percentile")
+    left_base = alt.Chart(ttft).encode(
+        x=x,
+        y=alt.Y("value:Q", title="Time to first token [ms], log scale", scale=alt.Scale(type="log")),
+        strokeDash=alt.StrokeDash(
+            "percentile:N",
+            title="",
+            scale=alt.Scale(domain=["TTFT p50", "TTFT p90"], range=[[1, 0], [6, 3]]),
+            legend=alt.Legend(orient="top", symbolType="stroke"),
+        ),
+        tooltip=[
+            alt.Tooltip("max_num_seqs:Q", format=TOKENS_FORMAT),
+            alt.Tooltip("percentile:N"),
+            alt.Tooltip("value:Q", title="TTFT [ms]", format=",.0f"),
+        ],
+    )
+    right_base = alt.Chart(data).encode(
+        x=x,
+        y=alt.Y("throughput:Q", title="Output throughput [tokens/s]"),
+        tooltip=[
+            alt.Tooltip("max_num_seqs:Q", format=TOKENS_FORMAT),
+            alt.Tooltip("throughput:Q", title="output [tokens/s]", format=",.0f"),
+            alt.Tooltip("kv_peak_percent:Q", title="KV peak [%]", format=".0f"),
+        ],
+    )
+    left_layers: list[alt.Chart] = [
+        left_base.mark_line(strokeWidth=2.5, color=PALETTE["curve"]),
+        left_base.mark_point(filled=True, size=50, color=PALETTE["curve"]),
+    ]
+    right_layers: list[alt.Chart] = [
+        right_base.mark_line(strokeWidth=2.5, color=PALETTE["decode"]),
+        right_base.mark_point(filled=True, size=50, color=PALETTE["decode"]),
+        right_base.mark_text(dy=-10, color=PALETTE["muted"]).encode(text=alt.Text("kv_peak_percent:Q", format=".0f")),
+    ]
+    if marks:
+        rules = pd.DataFrame(
+            {
+                "max_num_seqs": list(marks.values()),
+                "label": [f"{name}: {cap:,d}" for name, cap in marks.items()],
+                "label_y_px": [4 + 15 * i for i in range(len(marks))],
+            }
+        )
+        for layers in (left_layers, right_layers):
+            layers.append(
+                alt.Chart(rules).mark_rule(strokeDash=[2, 3], color=PALETTE["highlight"]).encode(x="max_num_seqs:Q")
+            )
+            layers.append(
+                alt.Chart(rules)
+                .mark_text(align="right", dx=-4, baseline="top", color=PALETTE["highlight"])
+                .encode(x="max_num_seqs:Q", y=alt.Y("label_y_px:Q", scale=None), text="label:N")
+            )
+    left = alt.LayerChart(layer=left_layers, width=WIDTH - 130, height=HEIGHT - 40, title="Queueing: TTFT")
+    right = alt.LayerChart(
+        layer=right_layers,
+        width=WIDTH - 130,
+        height=HEIGHT - 40,
+        title="Throughput (labels: KV peak, % of the pool)",
+    )
+    return alt.hconcat(left, right, title=title)

@@ -78,7 +78,7 @@ def _slim(frame: pd.DataFrame, columns: Sequence[str | None], *, digits: int = 4
 
 
 def _x_tokens(title: str = "Tokens in the step [tokens]", field: str = "tokens") -> alt.X:
-    return alt.X(f"{field}:Q", title=title, axis=alt.Axis(format="~s"))
+    return alt.X(f"{field}:Q", title=title, axis=alt.Axis(format=TOKENS_FORMAT))
 
 
 def _y_ms(field: str, title: str, *, zero: bool = True) -> alt.Y:
@@ -114,5 +114,5 @@ def _budget_x() -> alt.X:
     return alt.X(
         "max_num_batched_tokens:Q",
         title="Token budget, max_num_batched_tokens [tokens]",
-        axis=alt.Axis(format="~s"),
+        axis=alt.Axis(format=TOKENS_FORMAT),
     )
