@@ -66,6 +66,7 @@ from budgetlab.cost import (
     read_measurements,
 )
 from budgetlab.cost.variants import hardware_comparison, moe_step_costs, tensor_parallel_speedups, tile_cliffs
+from budgetlab.cudagraph import cudagraph_capture_sizes, cudagraph_dispatch
 from budgetlab.errors import (
     BudgetlabError,
     CapacityAboveBoundsError,
@@ -279,4 +280,7 @@ __all__ = [
     "run_numbers",
     "why_no_capacity",
     "workload_stats",
+    # CUDA graphs as vLLM 0.33 captures and dispatches them (issue 22)
+    "cudagraph_capture_sizes",
+    "cudagraph_dispatch",
 ]
