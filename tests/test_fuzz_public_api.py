@@ -400,6 +400,12 @@ _accept(
     "a limit that loose is no limit: every budget meets it (the search stops at its largest budget)",
 )
 _accept(
+    (("Request", "arrival_at_s"),),
+    (_label(1e12),),
+    "an instant on the input's clock (epoch milliseconds are ~1.7e12): times are measured from the first "
+    "arrival, and the simulator bounds the span, not the instant (MAX_INSTANT_S is 2**62 s)",
+)
+_accept(
     (
         ("poisson_arrivals", "rate_per_s"),
         ("gamma_arrivals", "rate_per_s"),

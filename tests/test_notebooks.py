@@ -316,7 +316,10 @@ def _check_charts_draw_in_jupyterlab(executed: Path) -> None:
 
 BAD_PARAMETERS = [
     ({"budgets": True}, "parameter `budgets` must be a non-empty list of whole numbers of tokens"),
-    ({"prompt_tokens": -5}, "parameter `prompt_tokens` must be a whole number of tokens >= 1, but got -5 (int)"),
+    (
+        {"prompt_tokens": -5},
+        "parameter `prompt_tokens` must be a whole number of tokens >= 1 and <= 134,217,728, but got -5 (int)",
+    ),
     ({"hardware": "h100"}, "parameter `hardware` must be a hardware slug from budgetlab's catalog, but got 'h100'"),
 ]
 

@@ -267,27 +267,6 @@ def test_random_workloads_obey_the_invariants_and_modes_agree(scenario):
     assert_same(result, simulate(requests, engine=eng, cost=cost, mode="reference"))
 
 
-@settings(max_examples=150)
-@given(scenarios())
-def test_with_one_priority_for_all_the_priority_policy_is_fcfs_step_for_step(scenario):
-    # Ties break by submission order everywhere (queue and victim), so with one priority for
-    # every request the priority policy runs exactly as FCFS in vLLM's step order: the
-    # waiting queue is the submission order, and the largest key among the running requests
-    # is the newest, the tail FCFS evicts (a victim taken as "the first of equal keys" would
-    # evict the oldest instead). Every mode of both policies agrees bit for bit.
-    requests, eng, cost = scenario
-    requests = [dataclasses.replace(r, priority=1) for r in requests]
-    eng = dataclasses.replace(eng, policy="vllm-v1", scheduling_policy="priority")
-    try:
-        result = run_all_modes(requests, eng, cost)
-    except SchedulerStallError:
-        assert not eng.scheduler_reserve_full_isl
-        with pytest.raises(SchedulerStallError):
-            simulate(requests, engine=dataclasses.replace(eng, scheduling_policy="fcfs"), cost=cost, mode="reference")
-        return
-    assert_same(result, run_all_modes(requests, dataclasses.replace(eng, scheduling_policy="fcfs"), cost))
-
-
 @settings(max_examples=40)
 @given(scenarios(max_requests=40, max_prompt=300, max_output=200))
 def test_longer_decodes_with_jumps_agree(scenario):

@@ -424,6 +424,14 @@ def test_validate_parameters_catches_a_typo_injected_in_ipython():
             "p = validate_parameters(budget_tokens=budget_tokens, results_path='')", store_history=True
         )
         assert result.error_in_exec is None and shell.user_ns["p"].budget_tokens == 4096
+        # a scenario file (papermill -f) carries other notebooks' parameters too: no typo
+        shell.run_cell(
+            "# Parameters\nbudget_tokens = 1024\nrate_per_s = 12.0\nlow_max_num_seqs = 16\n", store_history=True
+        )
+        result = shell.run_cell(
+            "p = validate_parameters(budget_tokens=budget_tokens, results_path='')", store_history=True
+        )
+        assert result.error_in_exec is None and shell.user_ns["p"].budget_tokens == 1024
     finally:
         InteractiveShell.clear_instance()
 

@@ -330,7 +330,13 @@ def _check_injected_names(declared: set[str]) -> None:
     history = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None)
     if not history:
         return
-    stray = undeclared_injected_names(history, declared)
+    # a scenario file (papermill -f) holds every notebook's parameters: a name another budgetlab
+    # notebook takes is no typo here, only one that no notebook takes is
+    stray = {
+        name: close
+        for name, close in undeclared_injected_names(history, declared).items()
+        if name not in RULES and name not in SCENARIO_DEFAULTS
+    }
     if not stray:
         return
     name, close = next(iter(stray.items()))
