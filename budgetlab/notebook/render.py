@@ -67,6 +67,7 @@ __all__ = [
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 TEMPLATE_NAME = "offline"
 KERNEL_NAME = "python3"
+KILL_AFTER_S = 10.0  # [s] after SIGINT a cancelled render's kernels are killed (one starting may never answer)
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -648,6 +649,7 @@ def _render_jobs(
             pending = set(futures)
             interrupted: set[int] = set()
             killed = False
+            cancelled_at: float | None = None
             next_beat = time.perf_counter() + running_every_s
             while pending:
                 done, pending = concurrent.futures.wait(pending, timeout=0.2, return_when="FIRST_COMPLETED")
@@ -678,9 +680,11 @@ def _render_jobs(
                 if cancelled.is_set():
                     for future in pending:
                         future.cancel()  # those not started yet never start
-                    # SIGINT to every kernel (also one that started since), SIGKILL on a second signal
+                    # SIGINT to every kernel (also one started since); SIGKILL on a 2nd signal or when overdue
+                    cancelled_at = time.perf_counter() if cancelled_at is None else cancelled_at
                     interrupted |= _interrupt_kernels(skip=interrupted)
-                    if len(received) > 1 and not killed:
+                    overdue = time.perf_counter() - cancelled_at > KILL_AFTER_S
+                    if (len(received) > 1 or overdue) and not killed:
                         killed = bool(_interrupt_kernels(signal.SIGKILL))
                 elif on_running and time.perf_counter() >= next_beat:
                     next_beat = time.perf_counter() + running_every_s
