@@ -339,6 +339,7 @@ def _execute_and_export(
             # saving after every cell doubled the render time
             request_save_on_cell_execute=False,
             execution_timeout=cell_timeout_s,
+            start_timeout=300,  # a kernel on two busy cores can take over papermill's 60 s to start
             # silences the kernel's own log: its start-up banner ("running over TCP without
             # encryption") and the "KeyboardInterrupt caught" line jupyter_client's shutdown
             # interrupt provokes; errors in cells still reach the notebook and this process
