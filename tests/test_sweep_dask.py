@@ -30,7 +30,7 @@ def test_sweep_on_a_dask_local_cluster_matches_the_local_executor():
     local = sweep(WORKLOAD, **GRID)  # the default local process pool
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
