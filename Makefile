@@ -69,15 +69,15 @@ test-wheel:
 	$(WHEEL_VENV)/bin/python -m pip install --quiet "$$(ls $(WHEEL_VENV)/dist/budgetlab-*.whl)[test]"
 	BUDGETLAB_EXPECT_INSTALLED=1 PYTHONSAFEPATH=1 $(WHEEL_VENV)/bin/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
-# The default reports: every notebook in the seeds' scenario: seven to ten minutes on two cores
-# (9.3 and 10.0 min measured with the cores shared); progress is printed as reports start and
-# finish, and every 30 s which are still running.
+# The default reports: every notebook in the seeds' scenario: about three minutes on two free
+# cores (176 s measured), seven to ten when they are shared; progress is printed as reports
+# start and finish, and every 30 s which are still running.
 DEFAULT_SCENARIO := h100-llama-3.1-8b
 reports: $(STAMP)
 	$(BIN)/python -m budgetlab.reports --scenario $(DEFAULT_SCENARIO) $(ARGS)
 
 # Every notebook x every scenario in notebooks/params/ (four scenarios: about four times as
-# long as `make reports`, half an hour or more on two cores).
+# long as `make reports`).
 reports-all: $(STAMP)
 	$(BIN)/python -m budgetlab.reports $(ARGS)
 
