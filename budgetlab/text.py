@@ -51,6 +51,7 @@ __all__ = [
     "md_cell",
     "md_code",
     "md_text",
+    "terminal_safe",
     "fmt_gib",
     "fmt_gflop",
     "fmt_bandwidth",
@@ -260,3 +261,29 @@ def metric_label(metric: str) -> str:
         return "longest gap"
     parts = metric.removesuffix("_s").split("_")
     return " ".join([parts[0].upper(), *parts[1:]])
+
+
+def terminal_safe(text: object) -> str:
+    """``text`` safe to print on a terminal: every non-printable character escaped.
+
+    The command lines (``python -m budgetlab``, ``python -m budgetlab.reports``) print every
+    name, path and message through here, so a file named ``"\\x1b]0;owned\\x07.yaml"`` prints
+    as its escapes and sends no sequence to the terminal.
+
+    Parameters
+    ----------
+    text : object
+        Anything; its ``str`` is escaped.
+
+    Returns
+    -------
+    str
+        The text with each control or format character (``\\x1b``, ``\\r``, ``\\n``,
+        ``\\u202e`` ...) written as its Python escape, everything printable unchanged.
+
+    Examples
+    --------
+    >>> terminal_safe("trace\\x1b[2J.csv")
+    'trace\\\\x1b[2J.csv'
+    """
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(text))

@@ -476,8 +476,8 @@ def test_nothing_in_the_package_imports_the_cli():
 def test_the_docstring_examples_hold():
     import doctest
 
-    import budgetlab.cli.output
+    import budgetlab.text
 
-    for module in (budgetlab.cli.output, catalog):
+    for module in (budgetlab.text, catalog):
         result = doctest.testmod(module)
         assert result.attempted >= 1 and result.failed == 0, module.__name__

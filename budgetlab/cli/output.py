@@ -1,10 +1,10 @@
 """What the command line prints and writes: tables, progress lines, escaped names and JSON.
 
-Every human line goes through :func:`shown`, which escapes characters a terminal would act on
-(escape sequences, carriage returns, other control and format characters), so a file name can
-never rewrite the screen. :func:`json_safe` turns results into plain JSON values: NaN and
-infinities become ``null`` (JSON has neither), NumPy scalars and arrays plain numbers and
-lists, frames lists of records, dataclasses dicts.
+Every human line goes through :func:`shown` (:func:`budgetlab.text.terminal_safe`), which
+escapes characters a terminal would act on (escape sequences, carriage returns, other control
+and format characters), so a file name can never rewrite the screen. :func:`json_safe` turns
+results into plain JSON values: NaN and infinities become ``null`` (JSON has neither), NumPy
+scalars and arrays plain numbers and lists, frames lists of records, dataclasses dicts.
 """
 
 from __future__ import annotations
@@ -23,29 +23,9 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
+from budgetlab.text import terminal_safe as shown
+
 __all__ = ["shown", "one_line", "json_safe", "write_json", "print_table", "Progress", "fmt_number", "fmt_ms"]
-
-
-def shown(text: object) -> str:
-    """``text`` safe to print on a terminal: every non-printable character escaped.
-
-    Parameters
-    ----------
-    text : object
-        Anything; its ``str`` is escaped.
-
-    Returns
-    -------
-    str
-        The text with each control or format character (``\\x1b``, ``\\r``, ``\\n``, ``\\u202e``
-        ...) written as its Python escape, everything printable unchanged.
-
-    Examples
-    --------
-    >>> shown("trace\\x1b[2J.csv")
-    'trace\\\\x1b[2J.csv'
-    """
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(text))
 
 
 def one_line(text: object) -> str:

@@ -84,6 +84,7 @@ from budgetlab.notebook.plan import (
 )
 from budgetlab.notebook.publish import RenderInterrupted
 from budgetlab.notebook.render import ReportOutcome, make_exporters, render, vega_bundle
+from budgetlab.text import terminal_safe
 
 __all__ = [
     "DEFAULT_SCENARIO",
@@ -165,20 +166,6 @@ def _parser() -> argparse.ArgumentParser:
 
 # C0 and C1 control characters (ESC, BEL, CSI, OSC ...), DEL, and the bidirectional overrides
 # that reorder what a terminal shows
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def terminal_safe(text: object) -> str:
-    """``str(text)`` with every control character written out as an escape (``\\x1b``,
-    ``\\n``, ``\\u202e``), so that what reaches the terminal is only what it shows.
-
-    Every name, path and message the command prints passes through here: a file named
-    ``"\\x1b]0;owned\\x07.yaml"`` prints as ``\\x1b]0;owned\\x07.yaml``, sending no sequence.
-    """
-
-    return _UNSAFE.sub(lambda match: repr(match.group(0))[1:-1], str(text))
-
-
 def _clock(seconds: float) -> str:
     """``m:ss`` (``1:05``)."""
     minutes, rest = divmod(int(seconds), 60)
