@@ -1,13 +1,15 @@
 """Accuracy against real engines: the memory model on vLLM start-up logs, the shipped preset on
 published vLLM serving runs (both in the developers' ``../shared/data/real/``; skipped when
-absent), and the calibration round trip on the shipped simulated benchmark file."""
+absent) with its median and P90 error stated as BLIS states it
+(:mod:`budgetlab.experiments.accuracy`), and the calibration round trip on the shipped simulated
+benchmark file."""
 
 from __future__ import annotations
 
 import time
 
 from budgetlab import CalibratedCost, EngineConfig, hardware, model
-from budgetlab.experiments import kv_logs, serving_runs
+from budgetlab.experiments import accuracy, kv_logs, serving_runs
 from budgetlab.serving import calibrate_serving, example_bench_path
 
 
@@ -31,12 +33,16 @@ def main(argv: list[str] | None = None) -> None:
         check = serving_runs.check_serving_runs(runs, max_duration_s=60.0)
         steady, table = check.steady, check.table
         right = int((table.overloaded_measured == table.overloaded_predicted).sum())
+        gpus = ", ".join(sorted(set(table.hardware)))
         print(
-            f"  serving  : {len(steady)} steady published vLLM runs (H100), shipped preset, no per-run fit: "
+            f"  serving  : {len(steady)} steady published vLLM runs ({gpus}), shipped preset, no per-run fit: "
             f"largest error TTFT {steady.ttft_mean_s_error.abs().max():.1%}, TPOT "
             f"{steady.tpot_s_error.abs().max():.1%}, E2E {steady.e2e_mean_s_error.abs().max():.1%}; "
             f"overload right on {right}/{len(table)} runs ({time.perf_counter() - start:.1f} s)"
         )
+        print("  accuracy : absolute relative error as BLIS states it (median, P90)")
+        for line in accuracy.format_accuracy(check.accuracy).splitlines():
+            print(f"             {line}")
     gpu, llm = hardware("h100-sxm"), model("llama-3.1-8b")
     engine = EngineConfig.vllm_defaults(gpu)
     start = time.perf_counter()

@@ -68,6 +68,7 @@ HF_CONFIG_MODELS = [
     "llama-2-70b",
     "llama-3.3-70b",
     "mistral-small-24b",
+    "mixtral-8x22b",
     "phi-4",
     "qwen2.5-32b",
     "qwen3-0.6b",
@@ -131,6 +132,45 @@ def test_mixtral_is_a_top2_of_8_moe():
     assert (mixtral.num_params, mixtral.num_active_params) == (46.7e9, 12.9e9)
     assert (mixtral.num_experts, mixtral.num_experts_per_token) == (8, 2)
     assert mixtral.is_moe
+
+
+#: The checkpoints issue 22's held-out vLLM serving runs name, and the row each must find.
+SERVED_CHECKPOINTS = {
+    "meta-llama/Llama-3.1-8B": "llama-3.1-8b",
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+    "meta-llama/Meta-Llama-3.1-8B": "llama-3.1-8b",
+    "meta-llama/Meta-Llama-3.1-8B-Instruct": "llama-3.1-8b",
+    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
+    "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
+    "meta-llama/Meta-Llama-3.1-70B-Instruct": "llama-3.1-70b",
+    "meta-llama/Llama-2-70b-hf": "llama-2-70b",
+    "meta-llama/Llama-2-70b-chat-hf": "llama-2-70b",
+    "codellama/CodeLlama-34b-hf": "codellama-34b",
+    "codellama/CodeLlama-34b-Instruct-hf": "codellama-34b",
+    "codellama/CodeLlama-34b-Python-hf": "codellama-34b",
+    "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b",
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": "mixtral-8x7b",
+    "mistralai/Mixtral-8x22B-v0.1": "mixtral-8x22b",
+    "mistralai/Mixtral-8x22B-Instruct-v0.1": "mixtral-8x22b",
+}
+
+
+@pytest.mark.parametrize("repo_id", sorted(SERVED_CHECKPOINTS))
+def test_served_checkpoints_resolve_in_any_case(repo_id):
+    assert model(repo_id).slug == SERVED_CHECKPOINTS[repo_id]
+    assert model(repo_id.lower()).slug == model(repo_id.upper()).slug == SERVED_CHECKPOINTS[repo_id]
+    assert catalog.hf_ids()[repo_id] == SERVED_CHECKPOINTS[repo_id]  # listed as written
+
+
+def test_mixtral_8x22b_counts_from_its_config():
+    # per layer: attention 2·6144² + 2·6144·1024 = 88,080,384; each expert 3·6144·16384 =
+    # 301,989,888; router 6144·8; two norms 2·6144. Untied embeddings 2·32768·6144, final norm.
+    attention, expert, router, norms = 88_080_384, 301_989_888, 6144 * 8, 2 * 6144
+    outside = 2 * 32768 * 6144 + 6144
+    row = model("mixtral-8x22b")
+    assert row.num_params == 56 * (attention + 8 * expert + router + norms) + outside == 140_630_071_296
+    assert row.num_active_params == 56 * (attention + 2 * expert + router + norms) + outside == 39_161_468_928
+    assert (row.num_experts, row.num_experts_per_token, row.vocab_size) == (8, 2, 32768)
 
 
 def test_other_reference_rows():

@@ -69,6 +69,7 @@ PUBLISHED = {
     "mistral-7b": 7.25e9,
     "mistral-small-24b": 23.6e9,
     "mixtral-8x7b": 46.7e9,
+    "mixtral-8x22b": 141e9,
     "phi-4": 14.7e9,
     "qwen2.5-7b": 7.61e9,
     "qwen2.5-32b": 32.8e9,
@@ -80,7 +81,7 @@ PUBLISHED = {
     "qwen3-30b-a3b": 30.5e9,
     "qwen3-235b-a22b": 235e9,
 }
-PUBLISHED_ACTIVE = {"mixtral-8x7b": 12.9e9, "qwen3-30b-a3b": 3.3e9, "qwen3-235b-a22b": 22e9}
+PUBLISHED_ACTIVE = {"mixtral-8x7b": 12.9e9, "mixtral-8x22b": 39e9, "qwen3-30b-a3b": 3.3e9, "qwen3-235b-a22b": 22e9}
 
 
 def tiny(**changes: object) -> dict[str, object]:

@@ -2,11 +2,11 @@
 
 The file (in the developers' ``../shared/data/real/``; its README gives the source and caveats)
 holds one row per load stage of a real vLLM server on H100 driven by inference-perf: the
-configuration (model, TP, ``max_num_batched_tokens``, ``max_num_seqs``, ``max_model_len``), the
-workload (``num_unique_system_prompts`` system prompts of ``system_prompt_len`` tokens, each
-shared by ``num_users_per_system_prompt`` users, a question, a fixed output length, constant
-arrivals at ``requested_rate_per_s`` for ``stage_duration_s``) and the measured TTFT,
-end-to-end latency and throughput.
+configuration (``gpu``, ``model``, ``tp``, ``max_num_batched_tokens``, ``max_num_seqs``,
+``max_model_len``), the workload (``num_unique_system_prompts`` system prompts of
+``system_prompt_len`` tokens, each shared by ``num_users_per_system_prompt`` users, a question,
+a fixed output length, constant arrivals at ``requested_rate_per_s`` for ``stage_duration_s``)
+and the measured TTFT, end-to-end latency and throughput.
 
 :func:`run_requests` rebuilds a stage's workload: constant arrivals, every request at the
 stage's measured mean prompt and output lengths (the per-request lengths are not published),
@@ -16,17 +16,31 @@ with one cost model and serving overhead for all of them — no per-run fitting 
 
 * TTFT mean, end-to-end mean, and time per output token as the README says to compute it,
   ``(e2e − TTFT) / (output − 1)`` on the means (the file's own TPOT columns count tokens twice);
-* overload: a stage is measured overloaded when more than 5 % of its requests failed; it is
-  predicted overloaded when the simulated queue does not drain — the mean TTFT exceeds 2 s or
-  the last request finishes more than 30 s after the last arrival.
+* overload: a stage is measured overloaded when more than 5 % of its requests failed or its
+  mean TTFT passed 10 s (issue 22's criterion); it is predicted overloaded when the simulated
+  queue does not drain — the mean TTFT exceeds 2 s or the last request finishes more than 30 s
+  after the last arrival.
+
+Any file in that format is checked the same way, on any GPU and model the catalog holds:
+
+* ``model`` is a Hugging Face checkpoint, found through the catalog's ``hf_ids``
+  (:func:`model_from_checkpoint`: any case, base and instruct variants, a local
+  ``.../owner/name`` path);
+* ``gpu`` is a GPU as people and tools write it (``H100 SXM``, ``NVIDIA H100 80GB HBM3``,
+  ``A100-SXM4-80GB``, ``1x A100 80G``), found by :func:`gpu_from_name`;
+* ``max_num_batched_tokens``, ``max_num_seqs`` and ``max_model_len`` may be absent or blank:
+  vLLM's default for the GPU then (:meth:`EngineConfig.vllm_defaults`; no length limit for
+  ``max_model_len``); an optional ``gpu_memory_utilization`` column is used when present.
 
 The published runs are few: the error table is a check of the model, not a fit to it.
+:attr:`ServingRunsCheck.accuracy` states it as BLIS does (:mod:`budgetlab.experiments.accuracy`).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +48,9 @@ from typing import Any
 
 import pandas as pd
 
-from budgetlab.catalog import hardware, model
+from budgetlab.catalog import hardware, hf_ids, list_hardware, model
 from budgetlab.cost.calibrated import CalibratedCost
-from budgetlab.errors import DataFormatError
+from budgetlab.errors import DataFormatError, UnknownNameError
 from budgetlab.experiments.progress import ProgressReporter, ProgressSpec, progress_reporter
 from budgetlab.experiments.published import read_published_csv, shared_real_path
 from budgetlab.serving.overhead import ServingOverhead, client_requests
@@ -44,8 +58,10 @@ from budgetlab.simulator import simulate
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
 
 __all__ = [
-    "RUN_MODELS",
     "OVERLOAD_FAILED_FRACTION",
+    "OVERLOAD_MEASURED_TTFT_S",
+    "gpu_from_name",
+    "model_from_checkpoint",
     "ServingRunsCheck",
     "default_runs_path",
     "read_serving_runs",
@@ -57,20 +73,20 @@ __all__ = [
     "matches_typical",
 ]
 
-RUN_MODELS: dict[str, str] = {"meta-llama/Llama-2-7b-hf": "llama-2-7b", "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b"}
-"""Checkpoint in the file → catalog model."""
-
 OVERLOAD_FAILED_FRACTION = 0.05
 """A stage with more failed requests than this share was overloaded [-]."""
+OVERLOAD_MEASURED_TTFT_S = 10.0
+"""A stage whose measured mean TTFT passed this was overloaded too (issue 22's criterion) [s]."""
 
 _OVERLOAD_TTFT_S = 2.0
 _OVERLOAD_DRAIN_S = 30.0
 
 _NEEDED = (
-    "model", "tp", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "system_prompt_len",
-    "num_unique_system_prompts", "requested_rate_per_s", "stage_duration_s", "num_requests", "num_failures",
-    "prompt_len_mean", "output_len_mean", "ttft_mean_s", "e2e_mean_s", "gpu",
+    "model", "tp", "system_prompt_len", "num_unique_system_prompts", "requested_rate_per_s", "stage_duration_s",
+    "num_requests", "num_failures", "prompt_len_mean", "output_len_mean", "ttft_mean_s", "e2e_mean_s", "gpu",
 )  # fmt: skip
+_ENGINE_KNOBS = ("max_num_batched_tokens", "max_num_seqs", "max_model_len")
+"""Optional columns: absent or blank, vLLM's default for the GPU."""
 
 
 def default_runs_path() -> Path | None:
@@ -89,14 +105,199 @@ def read_serving_runs(path: str | os.PathLike[str]) -> pd.DataFrame:
     return read_published_csv(path, _NEEDED).assign(run=lambda frame: range(len(frame)))
 
 
-def run_engine(row: pd.Series) -> EngineConfig:
-    """The stage's configuration: its knobs and TP, every other field at vLLM's default."""
-    return EngineConfig(
-        max_num_batched_tokens=int(row["max_num_batched_tokens"]),
-        max_num_seqs=int(row["max_num_seqs"]),
-        max_model_len=int(row["max_model_len"]),
-        tensor_parallel_size=int(row["tp"]),
+# --------------------------------------------------------------------------------------------
+# The GPU and model a row names
+# --------------------------------------------------------------------------------------------
+
+_GPU_FILLER = frozenset({"nvidia", "amd", "instinct", "tensor", "core", "gpu", "gpus"})
+_GPU_RULES: dict[str, tuple[tuple[frozenset[str], frozenset[str], str], ...]] = {
+    "h100": (
+        (frozenset({"pcie"}), frozenset({"pcie", "80gb", "hbm2e"}), "h100-pcie"),
+        (frozenset(), frozenset({"sxm", "sxm5", "80gb", "hbm3"}), "h100-sxm"),
+    ),
+    "h200": ((frozenset(), frozenset({"sxm", "sxm5", "141gb", "hbm3e"}), "h200-sxm"),),
+    "a100": (
+        (frozenset({"40gb"}), frozenset({"sxm", "sxm4", "40gb", "hbm2"}), "a100-40gb"),
+        (frozenset(), frozenset({"sxm", "sxm4", "80gb", "hbm2e"}), "a100-80gb-sxm"),
+    ),
+    "b200": ((frozenset(), frozenset({"sxm", "sxm6", "180gb", "192gb", "hbm3e"}), "b200"),),
+    "l40s": ((frozenset(), frozenset({"48gb", "pcie"}), "l40s"),),
+    "mi300x": ((frozenset(), frozenset({"192gb", "oam"}), "mi300x"),),
+}
+"""GPU family → (words the name must hold, words it may hold, catalog slug), tried in order."""
+
+
+def _gpu_words(name: str) -> list[str]:
+    """``name`` without annotations in parentheses, a leading GPU count (``8x``), vendor and
+    filler words, split into lower-case words; memory sizes read as ``<n>gb`` (``80G`` → ``80gb``)."""
+    text = re.sub(r"\([^)]*\)", " ", name)
+    text = re.sub(r"^\s*\d+\s*[x×]\s*", "", text, flags=re.IGNORECASE).lower()
+    text = re.sub(r"(\d+)\s*g(?:i?b)?\b", r"\1gb", re.sub(r"[-_/,]", " ", text))
+    return [word for word in text.split() if word not in _GPU_FILLER]
+
+
+def gpu_from_name(name: str) -> HardwareSpec:
+    """The catalog GPU a run's ``gpu`` cell names, as people and tools write it.
+
+    Accepted, case and separators (``-``, ``_``, spaces) aside: a catalog slug or name
+    (``h100-sxm``, ``NVIDIA A100 SXM4 80GB``); ``nvidia-smi``'s names (``NVIDIA H100 80GB HBM3``,
+    ``NVIDIA A100-SXM4-80GB``, ``NVIDIA A100-SXM4-40GB``, ``NVIDIA H100 PCIe``); and short forms
+    (``H100 SXM``, ``A100 80GB``, ``1x A100 80G``). A note in parentheses and a leading GPU
+    count (``4x``) are ignored. The rules, by family:
+
+    ========  =========================================  ===============
+    family    other words allowed                        row
+    ========  =========================================  ===============
+    H100      ``PCIe`` (required), ``80GB``, ``HBM2e``    ``h100-pcie``
+    H100      ``SXM``, ``SXM5``, ``80GB``, ``HBM3``       ``h100-sxm``
+    H200      ``SXM``, ``SXM5``, ``141GB``, ``HBM3e``     ``h200-sxm``
+    A100      ``40GB`` (required), ``SXM``, ``SXM4``      ``a100-40gb``
+    A100      ``SXM``, ``SXM4``, ``80GB``, ``HBM2e``      ``a100-80gb-sxm``
+    B200      ``SXM``, ``180GB``, ``192GB``, ``HBM3e``    ``b200``
+    L40S      ``48GB``, ``PCIe``                          ``l40s``
+    MI300X    ``192GB``, ``OAM``                          ``mi300x``
+    ========  =========================================  ===============
+
+    So a bare ``H100`` or ``A100`` is the SXM board (the A100 at 80 GB), as ``nvidia-smi`` names
+    the SXM H100 (``H100 80GB HBM3``). A word outside its family's list refuses the name rather
+    than reading it as another board: an ``H100 NVL``, an ``A100 PCIe`` (PCIe Gen4 links, not
+    NVLink) and a ``GH200`` have no catalog row.
+
+    Parameters
+    ----------
+    name : str
+        The ``gpu`` cell.
+
+    Returns
+    -------
+    HardwareSpec
+
+    Raises
+    ------
+    DataFormatError
+        A name no rule and no catalog row matches; the message lists the catalog's GPUs.
+
+    Examples
+    --------
+    >>> gpu_from_name("NVIDIA A100-SXM4-80GB").slug
+    'a100-80gb-sxm'
+    >>> gpu_from_name("H100 SXM (repo README/DESIGN.md)").slug
+    'h100-sxm'
+    """
+    text = str(name).strip()
+    key = " ".join(re.sub(r"[-_]", " ", text.lower()).split())
+    for slug in list_hardware():
+        spec = hardware(slug)
+        if key in (" ".join(slug.replace("-", " ").split()), " ".join(spec.name.lower().split())):
+            return spec
+    words = _gpu_words(text)
+    families = [word for word in words if word in _GPU_RULES]
+    if len(families) == 1:
+        rest = set(words) - set(families)
+        for required, allowed, slug in _GPU_RULES[families[0]]:
+            if required <= rest <= allowed:
+                return hardware(slug)
+    known = "; ".join(f"{slug} ({hardware(slug).name})" for slug in list_hardware())
+    raise DataFormatError(
+        f"GPU {text!r} names no GPU of budgetlab's hardware catalog (data/catalog/hardware.csv; "
+        f"budgetlab.list_hardware()): {known}. Write one of these names or slugs in the gpu column "
+        "(nvidia-smi's names such as 'NVIDIA A100-SXM4-80GB' are read too), or add the GPU's row "
+        "to the catalog (data/catalog/README.md)."
     )
+
+
+def _checkpoint_key(name: str) -> str:
+    """A checkpoint's name without owner, ``Meta-`` prefix and variant words (``Instruct``,
+    ``chat``, ``hf``, ``Base``, ``it``): ``Meta-Llama-3.1-8B-Instruct`` → ``llama-3.1-8b``."""
+    key = name.rpartition("/")[2].lower()
+    key = key.removeprefix("meta-")
+    return re.sub(r"-(?:instruct|chat|hf|base|it)(?=-|$)", "", key)
+
+
+def model_from_checkpoint(name: str) -> ModelSpec:
+    """The catalog model a run's ``model`` cell (a Hugging Face checkpoint) stands for.
+
+    Tried in order: the id as the catalog lists it in ``models.csv``'s ``hf_ids`` (any case;
+    a catalog slug works too); the last two parts of a local path (``/models/owner/name``);
+    then the one catalog row whose listed ids share the name once owner, a ``Meta-`` prefix
+    and variant words (``Instruct``, ``chat``, ``hf``, ``Base``, ``it``) are set aside, so a
+    re-upload under another owner or an unlisted base/instruct twin finds its architecture.
+    The check's table names the row used (``model``).
+
+    Parameters
+    ----------
+    name : str
+        The ``model`` cell, e.g. ``"meta-llama/Llama-3.1-70B-Instruct"``.
+
+    Returns
+    -------
+    ModelSpec
+
+    Raises
+    ------
+    DataFormatError
+        No row, or more than one, fits; the message names the closest listed ids.
+
+    Examples
+    --------
+    >>> model_from_checkpoint("mistralai/Mixtral-8x22B-Instruct-v0.1").slug
+    'mixtral-8x22b'
+    """
+    text = str(name).strip()
+    parts = [part for part in text.split("/") if part]
+    attempts = [text] + (["/".join(parts[-2:])] if len(parts) > 2 else [])
+    first: UnknownNameError | None = None
+    for attempt in attempts:
+        try:
+            return model(attempt)
+        except UnknownNameError as exc:
+            first = first or exc
+    key = _checkpoint_key(text)
+    slugs = sorted({slug for repo_id, slug in hf_ids().items() if _checkpoint_key(repo_id) == key})
+    if len(slugs) == 1:
+        return model(slugs[0])
+    several = f" Its name fits several rows ({', '.join(slugs)}): write the listed id." if slugs else ""
+    raise DataFormatError(f"model {text!r} is not in budgetlab's model catalog: {first}{several}")
+
+
+def _int_cell(row: pd.Series, column: str) -> int | None:
+    """A whole number from an optional cell; ``None`` when the column is absent or blank."""
+    value = row.get(column)
+    if value is None or (isinstance(value, float) and math.isnan(value)) or str(value).strip() == "":
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not number.is_integer() or number <= 0:
+        raise DataFormatError(f"{column} {value!r} is not a whole number > 0")
+    return int(number)
+
+
+def run_engine(row: pd.Series, hardware: HardwareSpec | None = None) -> EngineConfig:
+    """The stage's configuration: its knobs and TP, every other field at vLLM's default.
+
+    Parameters
+    ----------
+    row : pandas.Series
+        One row of the file.
+    hardware : HardwareSpec, optional
+        The GPU; default :func:`gpu_from_name` of the row's ``gpu``. A knob whose column is
+        absent or blank takes :meth:`EngineConfig.vllm_defaults` for it (module docstring).
+    """
+    gpu = hardware or gpu_from_name(str(row["gpu"]))
+    tp = _int_cell(row, "tp")
+    if tp is None:
+        raise DataFormatError("the tp cell is blank; write the tensor-parallel size")
+    changes: dict[str, object] = {"tensor_parallel_size": tp}
+    for knob in _ENGINE_KNOBS:
+        value = _int_cell(row, knob)
+        if value is not None:
+            changes[knob] = value
+    utilization = row.get("gpu_memory_utilization")
+    if utilization is not None and not pd.isna(utilization):
+        changes["gpu_memory_utilization"] = float(utilization)
+    return EngineConfig.vllm_defaults(gpu, **changes)
 
 
 def run_requests(row: pd.Series, *, max_duration_s: float | None = None) -> list[Request]:
@@ -125,9 +326,10 @@ class ServingRunsCheck:
     Attributes
     ----------
     table : pandas.DataFrame
-        ``run``, ``model``, ``tp``, ``rate_per_s``, measured and predicted ``ttft_mean_s``,
-        ``tpot_s``, ``e2e_mean_s`` (``*_measured``, ``*_predicted``), their relative errors
-        (``*_error``), ``overloaded_measured``, ``overloaded_predicted`` and ``prefix_hit_rate``.
+        ``run``, ``model`` and ``hardware`` (catalog slugs), ``tp``, ``rate_per_s``, measured
+        and predicted ``ttft_mean_s``, ``tpot_s``, ``e2e_mean_s`` (``*_measured``,
+        ``*_predicted``), their relative errors (``*_error``), ``overloaded_measured``,
+        ``overloaded_predicted`` and ``prefix_hit_rate``.
     """
 
     table: pd.DataFrame
@@ -137,11 +339,22 @@ class ServingRunsCheck:
         """The stages that were not overloaded."""
         return self.table[~self.table.overloaded_measured]
 
+    @property
+    def accuracy(self) -> pd.DataFrame:
+        """Median and P90 absolute error per metric over the steady stages, and the overload
+        agreement: :func:`budgetlab.experiments.accuracy.accuracy_summary` of this check."""
+        from budgetlab.experiments.accuracy import accuracy_summary
 
-def _hardware_of(row: pd.Series) -> HardwareSpec:
-    if not str(row["gpu"]).startswith("H100 SXM"):
-        raise DataFormatError(f"GPU {row['gpu']!r} is not an H100 SXM; add its catalog row")
-    return hardware("h100-sxm")
+        return accuracy_summary(self)
+
+
+def _setting(row: pd.Series) -> tuple[HardwareSpec, ModelSpec, EngineConfig]:
+    """The row's GPU, model and engine; a :class:`DataFormatError` names the run."""
+    try:
+        gpu = gpu_from_name(str(row["gpu"]))
+        return gpu, model_from_checkpoint(str(row["model"])), run_engine(row, gpu)
+    except DataFormatError as exc:
+        raise DataFormatError(f"run {row['run']}: {exc}") from None
 
 
 def check_serving_runs(
@@ -179,10 +392,10 @@ def check_serving_runs(
         if isinstance(progress, ProgressReporter)
         else progress_reporter(progress, "budgetlab serving runs: stages")
     )
+    settings = [_setting(row) for _, row in frame.iterrows()]  # every row resolved before any simulation
     if not shared:
         reporter.update(0, len(frame))
-    for _, row in frame.iterrows():
-        gpu, llm, engine = _hardware_of(row), model(RUN_MODELS[str(row["model"])]), run_engine(row)
+    for (_, row), (gpu, llm, engine) in zip(frame.iterrows(), settings, strict=True):
         requests = run_requests(row, max_duration_s=max_duration_s)
         result = simulate(requests, engine=engine, cost=build(gpu, llm, engine))
         client = client_requests(result, overhead or ServingOverhead.vllm())
@@ -194,6 +407,7 @@ def check_serving_runs(
         entry: dict[str, float | int | str | bool] = {
             "run": int(row["run"]),
             "model": llm.slug,
+            "hardware": gpu.slug,
             "tp": engine.tensor_parallel_size,
             "rate_per_s": float(row["requested_rate_per_s"]),
             "ttft_mean_s_measured": float(row["ttft_mean_s"]),
@@ -204,6 +418,7 @@ def check_serving_runs(
             "e2e_mean_s_predicted": e2e,
             "overloaded_measured": bool(
                 float(row["num_failures"]) > OVERLOAD_FAILED_FRACTION * float(row["num_requests"])
+                or float(row["ttft_mean_s"]) > OVERLOAD_MEASURED_TTFT_S
             ),
             "overloaded_predicted": bool(ttft > _OVERLOAD_TTFT_S or drain > _OVERLOAD_DRAIN_S),
             "prefix_hit_rate": float(result.summary()["prefix_hit_rate"]),
