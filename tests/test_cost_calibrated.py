@@ -444,3 +444,13 @@ def test_weight_bytes_per_gpu_splits_what_a_step_reads(h100):
     np.testing.assert_array_equal(cost.weight_bytes_per_gpu(tokens), cost.weight_bytes(tokens) / 2)
     assert cost.with_(moe=False).weight_bytes_per_gpu(5) == weight_bytes_per_gpu(mixtral, tp=2)
     assert cost.weight_read_s == weight_bytes_per_gpu(mixtral, tp=2) / (h100.mem_bandwidth_bytes_per_s * 0.8)
+
+
+def test_display_names_the_cuda_graph_modelling():
+    h100, llama = hardware("h100-sxm"), model("llama-2-7b")
+    assert "not modelled" in CalibratedCost.typical(h100, llama)._repr_html_()
+    engine = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=128)
+    html = CalibratedCost.typical(h100, llama, engine=engine)._repr_html_()
+    assert "35 sizes up to 256, FULL up to 128" in html and "piecewise 100 µs/layer" in html
+    eager = CalibratedCost.typical(h100, llama, engine=dataclasses.replace(engine, enforce_eager=True))
+    assert "enforce_eager: none captured" in eager._repr_html_()

@@ -47,7 +47,8 @@ def test_fp8_weights_of_llama_8b_on_h100(h100, llama8b):
     assert expected_s == pytest.approx(3.012e-3, rel=1e-3)  # at the preset's 0.90 of 3.35 TB/s
     by_engine = CalibratedCost.typical(h100, llama8b, engine=engine(quantization="fp8"))
     assert by_engine.weight_read_s == pytest.approx(expected_s, rel=1e-12)
-    assert CalibratedCost.typical(h100, llama8b).with_(quantization="fp8") == by_engine
+    unrecorded = by_engine.with_(cudagraph_sizes=None, cudagraph_full_sizes=())  # for_engine records graphs too
+    assert CalibratedCost.typical(h100, llama8b).with_(quantization="fp8") == unrecorded
     # The step reads it: a one-token step is the weight read (plus overheads), not the BF16 one.
     bf16 = CalibratedCost.typical(h100, llama8b)
     assert bf16.weight_read_s == pytest.approx(
@@ -84,7 +85,7 @@ def test_fp8_kv_cache_halves_the_kv_read(h100, llama8b):
 
 
 def test_all_reduce_travels_in_the_activation_dtype(h100, llama70b):
-    cost = CalibratedCost.typical(h100, llama70b, tp=2)
+    cost = CalibratedCost.typical(h100, llama70b, tp=2).with_(all_reduce_kernels=False)  # the ring formula
     fixed_s = 2 * 80 * h100.interconnect_latency_s  # two per layer, no bytes at 0 tokens
     assert cost.all_reduce_s(0) == pytest.approx(fixed_s, rel=1e-12)
     # 2 × 80 layers × (2 (2 − 1) / 2) × 1,000 tokens × 8,192 hidden × 2 B / 450 GB/s.
@@ -93,6 +94,19 @@ def test_all_reduce_travels_in_the_activation_dtype(h100, llama70b):
     assert cost.with_(dtype="float32").all_reduce_s(1000) - fixed_s == pytest.approx(2 * bf16_s, rel=1e-9)
     # Quantized weights, 16-bit activations: the same all-reduce.
     assert cost.with_(quantization="fp8").all_reduce_s(1000) == cost.all_reduce_s(1000)
+
+
+def test_all_reduce_kernels_price_the_message_vllm_sends(h100, llama70b):
+    from budgetlab.cost.collective import all_reduce_s
+
+    cost = CalibratedCost.typical(h100, llama70b, tp=4)
+    # Two per layer of 32 tokens x 8,192 hidden x 2 B = 512 KiB, in a graph and eagerly.
+    for graph in (True, False):
+        one = all_reduce_s(h100, tp=4, message_bytes=32 * 8192 * 2, cuda_graph=graph)
+        assert cost.all_reduce_s(32, cuda_graph=graph) == 2 * 80 * one
+    fp32 = all_reduce_s(h100, tp=4, message_bytes=32 * 8192 * 4)
+    assert cost.with_(dtype="float32").all_reduce_s(32) == 2 * 80 * fp32
+    assert cost.all_reduce_s(0) == 0.0
 
 
 def test_mixtral_int4_reads_shared_bytes_plus_the_experts_it_touches(h100, mixtral):
@@ -136,7 +150,7 @@ def test_for_engine_copies_the_deployment_and_keeps_the_rest(h100, llama70b):
     moved = base.for_engine(deployment)
     assert (moved.tp, moved.dtype, moved.kv_cache_dtype, moved.quantization) == (4, "bfloat16", "fp8", "fp8")
     assert (moved.step_overhead_s, moved.tile_tokens) == (1e-4, 128)
-    assert moved.for_engine(engine()) == base.with_(dtype="auto")
+    assert moved.for_engine(engine()).with_(cudagraph_sizes=None, cudagraph_full_sizes=()) == base.with_(dtype="auto")
     with pytest.raises(ParameterError, match="EngineConfig"):
         base.for_engine("tp=2")  # type: ignore[arg-type]
 
@@ -145,7 +159,8 @@ def test_typical_takes_the_deployment_from_the_engine(h100, llama70b):
     deployment = engine(tensor_parallel_size=2, kv_cache_dtype="fp8")
     cost = CalibratedCost.typical(h100, llama70b, engine=deployment)
     assert (cost.tp, cost.kv_cache_dtype, cost.quantization) == (2, "fp8", None)
-    assert cost == CalibratedCost(hardware=h100, model=llama70b, tp=2, kv_cache_dtype="fp8", **TYPICAL)
+    unrecorded = cost.with_(cudagraph_sizes=None, cudagraph_full_sizes=())  # for_engine records graphs too
+    assert unrecorded == CalibratedCost(hardware=h100, model=llama70b, tp=2, kv_cache_dtype="fp8", **TYPICAL)
     assert CalibratedCost.typical(h100, llama70b, tp=2, engine=deployment) == cost  # agreeing is fine
     assert CalibratedCost.typical(h100, llama70b).tp == 1
     with pytest.raises(ConfigError, match=r"tp=4.*tensor_parallel_size=2"):

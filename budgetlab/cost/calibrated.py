@@ -64,14 +64,13 @@ Compute roof ``C`` [s]
       slower math are not modelled; calibrate (:mod:`budgetlab.cost.fit`) when they matter.
 
 Roof [s]
-    ``max(M, C) + knee_overlap_loss × min(M, C)² / max(M, C)``
+    ``max(M, C) + L × min(M, C)² / max(M, C)``, ``L`` :func:`~budgetlab.cost.step_terms.knee_loss`
+    (``knee_overlap_loss``, scaled by the GPU's layer bytes and hidden size when the
+    ``knee_*_exponent`` fields are set)
 
-    With ``knee_overlap_loss = 0`` this is the idealized ``max``: streaming the weights hides
-    the math completely (or the reverse). Real kernels overlap the two imperfectly, and worst
-    where they balance (at the knee): with a loss of 1 the roof is ``M + C`` at the knee (no
-    overlap) and still tends to ``max(M, C)`` far from it. This blurs the knee the way measured
-    profiles do (Vidur's H100 Llama 2 7B profile rises from 5.9 ms at 64 tokens to 9.2 ms at
-    256, where a sharp ``max`` stays flat until ≈ 260 tokens).
+    With ``L = 0`` this is the idealized ``max``. Real kernels overlap weight streaming and math
+    imperfectly, worst at the knee: with ``L = 1`` the roof is ``M + C`` there, ``max(M, C)``
+    far from it (Vidur's H100 Llama 2 7B profile: 5.9 ms at 64 tokens, 9.2 ms at 256).
 
 Step [s]
     ``step_overhead_s + layers × layer_overhead_s + roof + all-reduce``
@@ -80,11 +79,18 @@ Step [s]
       (scheduling, input preparation, sampling, launch gaps).
     * ``layer_overhead_s``: per-layer time the roofline does not see: small kernels (norms,
       rotary embedding, activation, residual add) that are launch- and latency-bound.
-    * All-reduce (``tp > 1`` and ``all_reduce=True``): two per layer (after attention and after
-      the MLP) of ``n × hidden_size × b`` bytes (activations travel in ``dtype`` whatever
-      the weights' ``quantization``), each taking
-      ``2 (tp − 1) / tp × bytes / interconnect_bandwidth + interconnect_latency`` (ring
-      all-reduce), not overlapped with compute.
+    * All-reduce (``tp > 1`` and ``all_reduce=True``): two per layer of ``n × hidden_size × b``
+      bytes (activations travel in ``dtype``), not overlapped with compute. With
+      ``all_reduce_kernels`` (the presets) each is priced by
+      :func:`budgetlab.cost.collective.all_reduce_s`: the kernel vLLM 0.33 runs at that size
+      and TP (FlashInfer, custom one-/two-shot, symmetric memory or NCCL), fitted to published
+      H100 measurements, on the graph's padded tokens; else the ring formula
+      ``2 (tp − 1) / tp × bytes / interconnect_bandwidth + interconnect_latency``.
+    * CUDA graphs (a cost built for an engine, :mod:`budgetlab.cost.step_terms`): each step
+      runs FULL, PIECEWISE or without a graph as vLLM dispatches it; ``graph_padding`` prices
+      the linear math on the padded tokens, and the host launch time per layer outside a FULL
+      graph adds the part that exceeds the GPU work. :meth:`CalibratedCost.step_terms` names
+      every term of a step.
 
 A step of 0 tokens is not run and costs 0 s.
 
@@ -97,8 +103,9 @@ with :meth:`CalibratedCost.typical` ``(hw, model, engine=engine)`` or
 :meth:`CalibratedCost.for_engine`; :func:`budgetlab.simulate` refuses a cost whose deployment
 differs from its engine's.
 
-With every extra off (``attention``, ``kv_reads``, ``moe`` false, ``tile_tokens`` None, ``tp``
-1, the dtypes ``"auto"``, no ``quantization``, overheads 0, ``knee_overlap_loss`` 0) and both
+With every extra off (``attention``, ``kv_reads``, ``moe``, ``graph_padding`` false, ``tile_tokens``
+None, ``tp`` 1, the dtypes ``"auto"``, no ``quantization``, overheads and launch times 0,
+``knee_overlap_loss`` 0) and both
 efficiencies 1, every term above reduces to the
 seeds' ``max(weight_read_s, n × per_token_s)`` with the same floating-point operations in the
 same order as :class:`~budgetlab.cost.IdealCost`, so the two agree to the last bit.
@@ -106,9 +113,8 @@ same order as :class:`~budgetlab.cost.IdealCost`, so the two agree to the last b
 Sources: the roofline model (Williams, Waterman & Patterson, CACM 2009); attention FLOPs
 (Kaplan et al. 2020, §2.1, with the causal half counted); ring all-reduce cost (Patarasuk &
 Yuan, JPDC 2009); Megatron-LM tensor parallelism, two all-reduces per layer (Shoeybi et al.
-2019); expected distinct experts under uniform routing (the classic occupancy formula);
-bytes per quantized weight and per KV element as :mod:`budgetlab.memory.sizes` (vLLM 0.19's
-fp8, W8A8 and W4A16 checkpoints, checked against its "Model loading took" logs).
+2019); expected distinct experts under uniform routing (the occupancy formula); bytes per
+quantized weight and KV element as :mod:`budgetlab.memory.sizes` (vLLM 0.19's load logs).
 """
 
 from __future__ import annotations
@@ -121,21 +127,38 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from budgetlab._checks import MAX_TIME_S, MAX_TOKENS, finite_array, flag, int_at_least, number_in
+from budgetlab._checks import finite_array
+from budgetlab.cost.calibrated_checks import check_fields
 from budgetlab.cost.presets import GPU_PROFILE, TYPICAL
+from budgetlab.cost.step_terms import (
+    NONE,
+    AllReduceTable,
+    StepTerms,
+    _Constants,
+    all_reduce_time_s,
+    batch_sums,
+    breakdown,
+    dispatch_step,
+    graph_args,
+    graph_arrays,
+    graph_constants,
+    graph_display,
+    graph_modes,
+    knee_loss,
+    step_time_s,
+)
+from budgetlab.cudagraph import cudagraph_capture_sizes, full_graph_sizes, uniform_decode_query_len
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import ConfigError, ParameterError
 from budgetlab.memory import (
     QUANTIZED_BYTES_PER_WEIGHT,
     activation_dtype_bytes,
-    check_tp,
     embedding_params,
     kv_bytes_per_token,
-    kv_dtype_bytes,
     weight_bytes,
     weight_bytes_per_gpu,
 )
-from budgetlab.specs import DTYPES, KV_CACHE_DTYPES, QUANTIZATIONS, Batch, EngineConfig, HardwareSpec, ModelSpec
+from budgetlab.specs import Batch, EngineConfig, HardwareSpec, ModelSpec
 from budgetlab.text import fmt_latency
 
 __all__ = ["CalibratedCost", "TYPICAL", "GPU_PROFILE"]
@@ -192,8 +215,18 @@ class CalibratedCost:
         For a mixture-of-experts model, use active parameters for FLOPs and the expected
         distinct experts for weight bytes; without it every parameter is read and computed,
         as in the idealized model. No effect on a dense model.
-    all_reduce : bool
-        Add the two all-reduces per layer when ``tp > 1``.
+    all_reduce, all_reduce_kernels : bool, bool
+        Add the two all-reduces per layer when ``tp > 1``; price them as the kernels vLLM runs
+        (:mod:`budgetlab.cost.collective`) rather than a ring over the catalog's link.
+    knee_weight_exponent, knee_hidden_exponent : float, float
+        Scale the knee loss by the GPU's layer bytes and the hidden size, each in [0, 4]
+        (:func:`~budgetlab.cost.step_terms.knee_loss`); 0 and 0: the loss as given.
+    graph_padding, piecewise_layer_launch_s, eager_layer_launch_s : bool, float, float
+        The CUDA-graph terms (:mod:`budgetlab.cost.step_terms`): linear math on the padded
+        tokens; host time per layer [s], >= 0, outside a FULL graph and under ``enforce_eager``.
+    cudagraph_sizes, cudagraph_full_sizes, enforce_eager : tuple or None, tuple, bool
+        The engine's capture and FULL sizes [tokens] and ``enforce_eager``, recorded by
+        :meth:`for_engine`; ``cudagraph_sizes=None`` (the default): no graph modelling.
 
     Attributes
     ----------
@@ -235,6 +268,15 @@ class CalibratedCost:
     tile_tokens: int | None = None
     moe: bool = False
     all_reduce: bool = True
+    all_reduce_kernels: bool = False
+    knee_weight_exponent: float = 0.0
+    knee_hidden_exponent: float = 0.0
+    graph_padding: bool = False
+    piecewise_layer_launch_s: float = 0.0
+    eager_layer_launch_s: float = 0.0
+    cudagraph_sizes: tuple[int, ...] | None = None
+    cudagraph_full_sizes: tuple[int, ...] = ()
+    enforce_eager: bool = False
     weight_read_s: float = field(init=False, repr=False)
     per_token_s: float = field(init=False, repr=False)
     _constants: _Constants = field(init=False, repr=False, compare=False)
@@ -244,7 +286,7 @@ class CalibratedCost:
     # ----------------------------------------------------------------------------------------
 
     def __post_init__(self) -> None:
-        self._validate()
+        check_fields(self)
         hw, m = self.hardware, self.model
         bandwidth = hw.mem_bandwidth_bytes_per_s * self.bandwidth_efficiency
         flop_rate = hw.dense_bf16_flops_per_s * self.flop_efficiency * self.tp
@@ -266,83 +308,39 @@ class CalibratedCost:
         kv_bytes = kv_bytes_per_token(m, tp=self.tp, dtype=self.dtype, kv_cache_dtype=self.kv_cache_dtype)
         ring = 2.0 * (self.tp - 1) / self.tp
         link = hw.interconnect_bandwidth_bytes_per_s
+        graph, launch = graph_constants(self)
         object.__setattr__(
             self,
             "_constants",
             _Constants(
                 overhead_s=self.step_overhead_s + m.num_layers * self.layer_overhead_s,
+                step_overhead_s=float(self.step_overhead_s),
+                layers_overhead_s=m.num_layers * self.layer_overhead_s,
                 bandwidth=bandwidth,
                 kv_reads=bool(self.kv_reads),
                 kv_s_per_token=kv_bytes / bandwidth,
                 attention=bool(self.attention),
                 attention_s_per_pair=self.attention_flops_per_pair / flop_rate,
                 tile_tokens=self.tile_tokens,
-                knee_overlap_loss=float(self.knee_overlap_loss),
+                knee_overlap_loss=knee_loss(self, replica_bytes),
                 all_reduce=self.tp > 1 and bool(self.all_reduce),
                 all_reduce_fixed_s=2.0 * m.num_layers * hw.interconnect_latency_s,
                 all_reduce_per_token_s=2.0 * m.num_layers * ring * m.hidden_size * full / link,
+                all_reduce_table=(
+                    AllReduceTable(hw, self.tp, m.hidden_size * full, m.num_layers)
+                    if self.all_reduce_kernels and self.tp > 1
+                    else None
+                ),
                 moe=moe,
                 num_experts=float(m.num_experts),
                 miss_fraction=1.0 - m.num_experts_per_token / m.num_experts,
                 shared_bytes=shared_bytes,
                 expert_bytes=expert_bytes,
+                graph=graph,
+                graph_padding=graph is not None and bool(self.graph_padding),
+                launch_s=launch,
             ),
         )
-
-    def _validate(self) -> None:
-        if not isinstance(self.hardware, HardwareSpec):
-            raise ParameterError(f"hardware must be a HardwareSpec, got {type(self.hardware).__name__}")
-        if not isinstance(self.model, ModelSpec):
-            raise ParameterError(f"model must be a ModelSpec, got {type(self.model).__name__}")
-        check_tp(self.model, self.tp)
-        self._validate_deployment()
-        for name in ("step_overhead_s", "layer_overhead_s"):
-            number_in(name, getattr(self, name), low=0.0, what="seconds >= 0", maximum=MAX_TIME_S)
-        for name in ("bandwidth_efficiency", "flop_efficiency"):
-            number_in(name, getattr(self, name), low=0.0, high=1.0, low_open=True, what="a fraction in (0, 1]")
-        number_in("knee_overlap_loss", self.knee_overlap_loss, low=0.0, high=1.0, what="a fraction in [0, 1]")
-        for name in ("attention", "kv_reads", "moe", "all_reduce"):
-            flag(name, getattr(self, name))
-        if self.tile_tokens is not None:
-            int_at_least(
-                "tile_tokens",
-                self.tile_tokens,
-                1,
-                what="a positive int (GEMM tile rows, e.g. 64 or 128) or None to turn tile quantization off",
-                maximum=MAX_TOKENS,
-            )
-        if self._moe_active:
-            shared = self.model.num_params - self.model.num_experts * self._expert_params_all_layers
-            if shared < 0:
-                raise ParameterError(
-                    f"{self.model.name}: num_params {self.model.num_params:g} and num_active_params "
-                    f"{self.model.num_active_params:g} imply negative shared (non-expert) parameters "
-                    f"for {self.model.num_experts} experts with {self.model.num_experts_per_token} per "
-                    "token; check the catalog row, or pass moe=False"
-                )
-
-    def _validate_deployment(self) -> None:
-        """``dtype``, ``kv_cache_dtype`` and ``quantization`` as EngineConfig accepts them."""
-        for name, allowed in (("dtype", DTYPES), ("kv_cache_dtype", KV_CACHE_DTYPES)):
-            value = getattr(self, name)
-            if not isinstance(value, str) or value not in allowed:
-                raise ConfigError(
-                    f"CalibratedCost {name} must be one of {', '.join(allowed)} (as EngineConfig's "
-                    f"{name}), got {value!r}; build the cost for an engine with "
-                    "CalibratedCost.typical(hw, model, engine=engine) or cost.for_engine(engine)"
-                )
-        if self.quantization is not None and (
-            not isinstance(self.quantization, str) or self.quantization not in QUANTIZATIONS
-        ):
-            names = ", ".join(repr(q) for q in QUANTIZATIONS)
-            raise ConfigError(
-                f"CalibratedCost quantization must be one of {names} (as EngineConfig's "
-                f"quantization), got {self.quantization!r}"
-            )
-        # The memory model's own checks (the same messages as kv_capacity's).
-        activation_dtype_bytes(self.model, self.dtype)
-        kv_dtype_bytes(self.model, dtype=self.dtype, kv_cache_dtype=self.kv_cache_dtype)
-        weight_bytes(self.model, dtype=self.dtype, quantization=self.quantization)
 
     @classmethod
     def ideal(cls, hardware: HardwareSpec, model: ModelSpec) -> CalibratedCost:
@@ -364,8 +362,9 @@ class CalibratedCost:
         except GEMM tile quantization. The numbers and the data they were fitted to are in
         :mod:`budgetlab.cost.presets`: Vidur's H100 operator profile for the GPU's operators,
         and ten steady published vLLM serving runs on H100 for the weight-read bandwidth of
-        CUDA-graph decode steps (0.90) and the engine's per-step CPU time (2.0 ms). For the GPU
-        operators alone use :meth:`gpu_profile`.
+        CUDA-graph decode steps (0.90) and the engine's per-step CPU time (2.0 ms). With an
+        engine, each step runs the CUDA graph vLLM gives it, padded, and pays the launch time
+        a graph does not hide. For the GPU operators alone use :meth:`gpu_profile`.
 
         Parameters
         ----------
@@ -418,7 +417,9 @@ class CalibratedCost:
         """A copy priced for ``engine``'s deployment; validated again.
 
         ``tp`` becomes ``engine.tensor_parallel_size``, and ``dtype``, ``kv_cache_dtype`` and
-        ``quantization`` the engine's fields of those names; every other field is kept.
+        ``quantization`` the engine's fields of those names; its CUDA graphs on this hardware
+        are recorded for dispatch (``cudagraph_*`` and ``enforce_eager``,
+        :mod:`budgetlab.cost.step_terms`). Every other field is kept.
 
         Raises
         ------
@@ -428,12 +429,16 @@ class CalibratedCost:
         """
         if not isinstance(engine, EngineConfig):
             raise ParameterError(f"engine must be an EngineConfig, got {type(engine).__name__}")
+        full = full_graph_sizes(engine, self.hardware) if uniform_decode_query_len(engine) == 1 else []
         return dataclasses.replace(
             self,
             tp=engine.tensor_parallel_size,
             dtype=engine.dtype,
             kv_cache_dtype=engine.kv_cache_dtype,
             quantization=engine.quantization,
+            cudagraph_sizes=tuple(cudagraph_capture_sizes(engine, self.hardware)),
+            cudagraph_full_sizes=tuple(full),
+            enforce_eager=bool(engine.enforce_eager),
         )
 
     def with_(self, **changes: Any) -> CalibratedCost:
@@ -463,6 +468,7 @@ class CalibratedCost:
                 (", ".join(terms) or "none")
                 + ("" if self.tile_tokens is None else f"; {self.tile_tokens}-token tiles"),
             ),
+            ("CUDA graphs", graph_display(self)),
         ]
 
     def __repr__(self) -> str:
@@ -538,51 +544,39 @@ class CalibratedCost:
         out = np.asarray(self.weight_bytes(num_tokens)) / self.tp
         return float(out) if out.ndim == 0 else out
 
-    def all_reduce_s(self, num_tokens: ArrayLike) -> np.ndarray | float:
+    def all_reduce_s(self, num_tokens: ArrayLike, *, cuda_graph: bool = True) -> np.ndarray | float:
         """Time of the step's all-reduces [s] (vectorized): 0 without tensor parallelism.
 
-        ``2 × layers × (2 (tp − 1) / tp × n × hidden × b / link_bandwidth + link_latency)``,
-        ``b`` the bytes of ``dtype``.
+        Two per layer of ``n × hidden × b`` bytes (``b`` the bytes of ``dtype``): with
+        ``all_reduce_kernels`` each priced by :func:`budgetlab.cost.collective.all_reduce_s`
+        (``cuda_graph=False``: a step without a graph, each call pays its launch), else the ring
+        formula ``2 × layers × (2 (tp − 1) / tp × n × hidden × b / link_bandwidth + link_latency)``.
         """
         tokens = np.asarray(num_tokens, dtype=float)
         c = self._constants
-        out = c.all_reduce_fixed_s + tokens * c.all_reduce_per_token_s if c.all_reduce else np.zeros(tokens.shape)
+        if not c.all_reduce:
+            out = np.zeros(tokens.shape)
+        else:
+            out = np.asarray(all_reduce_time_s(c, tokens, None, not cuda_graph), dtype=float)
         return float(out) if out.ndim == 0 else out
 
     # ----------------------------------------------------------------------------------------
     # The one formula every public method goes through
     # ----------------------------------------------------------------------------------------
 
-    def _time_s(self, tokens: Any, pairs: Any, kv_tokens: Any, weight_read_s: Any) -> Any:
-        """Step time [s] from token count, attention pairs and KV tokens read.
-
-        Takes Python floats (the simulator's per-step path, ~1 µs) or float arrays (vectorized
-        sweeps and decode runs). Only correctly rounded operations (+, −, ×, ÷, max, min,
-        ceil) run here, in the same order on both paths, so a scalar and an array call give
-        identical bits.
-        """
+    def _time_s(
+        self,
+        tokens: Any,
+        pairs: Any,
+        kv_tokens: Any,
+        weight_read_s: Any,
+        padded: Any = None,
+        launch_s: Any = None,
+        eager: Any = False,
+    ) -> Any:
+        """Step time [s]: :func:`budgetlab.cost.step_terms.step_time_s` with this cost's constants."""
         c = self._constants
-        scalar = isinstance(tokens, float)
-        memory_s = weight_read_s
-        if c.kv_reads:
-            memory_s = memory_s + kv_tokens * c.kv_s_per_token
-        linear_tokens = tokens
-        if c.tile_tokens is not None:
-            tiles = float(math.ceil(tokens / c.tile_tokens)) if scalar else np.ceil(tokens / c.tile_tokens)
-            linear_tokens = tiles * c.tile_tokens
-        compute_s = linear_tokens * self.per_token_s
-        if c.attention:
-            compute_s = compute_s + pairs * c.attention_s_per_pair
-        roof_s = max(memory_s, compute_s) if scalar else np.maximum(memory_s, compute_s)
-        if c.knee_overlap_loss > 0:
-            low_s = min(memory_s, compute_s) if scalar else np.minimum(memory_s, compute_s)
-            roof_s = roof_s + c.knee_overlap_loss * low_s * (low_s / roof_s)
-        time_s = c.overhead_s + roof_s
-        if c.all_reduce:
-            time_s = time_s + (c.all_reduce_fixed_s + tokens * c.all_reduce_per_token_s)
-        if scalar:
-            return time_s if tokens > 0 else 0.0
-        return np.where(tokens > 0, time_s, 0.0)
+        return step_time_s(c, self.per_token_s, tokens, pairs, kv_tokens, weight_read_s, padded, launch_s, eager)
 
     def _weight_read_s(self, tokens: Any) -> Any:
         """Seconds to read the weights a step of ``tokens`` tokens touches, on one GPU."""
@@ -616,33 +610,72 @@ class CalibratedCost:
         )
         tokens, context = np.broadcast_arrays(tokens, context)
         pairs = tokens * context + tokens * (tokens + 1.0) / 2.0
-        time_s = self._time_s(tokens, pairs, context, self._weight_read_s(tokens))
+        padded, launch_s, eager = graph_arrays(self._constants, tokens, context)
+        time_s = self._time_s(tokens, pairs, context, self._weight_read_s(tokens), padded, launch_s, eager)
         return float(time_s) if time_s.ndim == 0 else time_s
 
     def batch_time_s(self, batch: Batch) -> float:
         """Time of a step of the given composition [s].
 
         Prefill chunks attend to their own earlier tokens (``prefill_context_tokens``) and read
-        them from the KV cache; each decode attends to and reads its context.
+        them from the KV cache; each decode attends to and reads its context. With the engine's
+        CUDA graphs recorded (:meth:`for_engine`) the step is dispatched as vLLM does it and
+        pays the graph terms that are on (:mod:`budgetlab.cost.step_terms`).
         """
-        if len(batch.prefill_tokens) != len(batch.prefill_context_tokens):
-            raise ValueError(
-                f"Batch has {len(batch.prefill_tokens)} prefill chunks but "
-                f"{len(batch.prefill_context_tokens)} context entries; give one "
-                "prefill_context_tokens entry per chunk"
-            )
-        prefill_tokens = prefill_pairs = prefill_context = 0.0
-        for chunk, context in zip(batch.prefill_tokens, batch.prefill_context_tokens, strict=True):
-            n, c = float(chunk), float(context)
-            prefill_tokens = prefill_tokens + n
-            prefill_pairs = prefill_pairs + (n * c + n * (n + 1.0) / 2.0)
-            prefill_context = prefill_context + c
-        decodes = float(batch.num_decodes)
-        decode_context = float(batch.decode_context_tokens)
-        tokens = decodes + prefill_tokens
-        pairs = prefill_pairs + (decode_context + decodes)
-        kv_tokens = prefill_context + decode_context
-        return float(self._time_s(tokens, pairs, kv_tokens, self._weight_read_s(tokens)))
+        tokens, pairs, kv_tokens = batch_sums(batch)
+        mode, graph_tokens = dispatch_step(self._constants, tokens, batch.prefill_tokens, batch.prefill_context_tokens)
+        padded, launch_s = graph_args(self._constants, mode, graph_tokens)
+        weight_read_s = self._weight_read_s(tokens)
+        return float(self._time_s(tokens, pairs, kv_tokens, weight_read_s, padded, launch_s, mode == NONE))
+
+    def step_terms(self, batch: Batch) -> StepTerms:
+        """The step time of :meth:`batch_time_s` split into named terms [s] that add up to it.
+
+        The terms are :data:`~budgetlab.cost.step_terms.STEP_TERM_NAMES`: overheads, the
+        binding roof's parts (weight and KV reads, or linear, padding and attention math; the
+        other roof is hidden and shows 0), the knee overlap loss, the all-reduce and the
+        launch time a graph mode does not hide; with the step's CUDA-graph mode and padded
+        tokens. ``StepTerms.as_dict()`` gives one table row.
+
+        Examples
+        --------
+        >>> from budgetlab.catalog import hardware, model
+        >>> from budgetlab.specs import Batch, EngineConfig
+        >>> engine = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=128)
+        >>> cost = CalibratedCost.typical(hardware("h100-sxm"), model("llama-2-7b"), engine=engine)
+        >>> terms = cost.step_terms(Batch(num_decodes=100, decode_context_tokens=50_000))
+        >>> terms.mode, terms.padded_tokens, terms.bound
+        ('FULL', 104, 'memory')
+        >>> abs(terms.total_s - cost.batch_time_s(Batch(num_decodes=100, decode_context_tokens=50_000))) < 1e-15
+        True
+        """
+        tokens, pairs, kv_tokens = batch_sums(batch)
+        mode, padded = dispatch_step(self._constants, tokens, batch.prefill_tokens, batch.prefill_context_tokens)
+        weight_read_s = self._weight_read_s(tokens)
+        c, per_token_s = self._constants, self.per_token_s
+        return breakdown(c, per_token_s, tokens, pairs, kv_tokens, weight_read_s, mode, padded)
+
+    def cudagraph_modes(self, num_tokens: ArrayLike, uniform_decode: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """The CUDA-graph mode and padded tokens of steps (vectorized), as :meth:`batch_time_s`
+        dispatches them: :func:`budgetlab.cudagraph.cudagraph_dispatch` on the recorded engine.
+
+        Parameters
+        ----------
+        num_tokens : array_like of int
+            Tokens each step schedules [tokens], >= 1.
+        uniform_decode : array_like of bool
+            Whether each step is a uniform decode (every chunk one token over a cached context).
+
+        Returns
+        -------
+        (modes, padded_tokens) : (numpy.ndarray of str, numpy.ndarray of int)
+
+        Raises
+        ------
+        ConfigError
+            The cost has no engine's graphs recorded (build it with :meth:`for_engine`).
+        """
+        return graph_modes(self._constants, num_tokens, uniform_decode)
 
     def decode_run_time_s(self, *, num_decodes: int, decode_context_tokens: np.ndarray) -> np.ndarray:
         """Times of consecutive decode-only steps [s], equal to :meth:`batch_time_s` bit for bit.
@@ -661,27 +694,7 @@ class CalibratedCost:
         pairs = 0.0 + (decode_context + decodes)
         kv_tokens = 0.0 + decode_context
         weight_read_s = self._weight_read_s(tokens)  # the same in every step of the run
+        mode, graph_tokens = dispatch_step(self._constants, tokens, (), ())  # the same in every step
+        padded, launch_s = graph_args(self._constants, mode, graph_tokens)
         token_array = np.full(decode_context.shape, tokens)
-        return self._time_s(token_array, pairs, kv_tokens, weight_read_s)
-
-
-@dataclass(frozen=True, slots=True)
-class _Constants:
-    """Per-cost constants, computed once so a scalar step costs about a microsecond."""
-
-    overhead_s: float
-    bandwidth: float
-    kv_reads: bool
-    kv_s_per_token: float
-    attention: bool
-    attention_s_per_pair: float
-    tile_tokens: int | None
-    knee_overlap_loss: float
-    all_reduce: bool
-    all_reduce_fixed_s: float
-    all_reduce_per_token_s: float
-    moe: bool
-    num_experts: float
-    miss_fraction: float
-    shared_bytes: float
-    expert_bytes: float
+        return self._time_s(token_array, pairs, kv_tokens, weight_read_s, padded, launch_s, mode == NONE)

@@ -5,8 +5,9 @@ profile of Llama 2 7B. :data:`TYPICAL`, the out-of-the-box preset of
 :meth:`CalibratedCost.typical <budgetlab.cost.CalibratedCost.typical>`, times a step of a real
 ``vllm serve`` engine. It starts from the GPU profile and adds what the ten steady published
 vLLM runs on H100 show: the per-step CPU time the engine does not hide, and the weight-read
-bandwidth of its CUDA-graph decode steps. Use it with :meth:`ServingOverhead.vllm
-<budgetlab.serving.ServingOverhead.vllm>` for what a client measures.
+bandwidth of its CUDA-graph decode steps; and the CUDA-graph terms (padding, host launch time
+outside a FULL graph), derived from published graph-versus-eager measurements. Use it with
+:meth:`ServingOverhead.vllm <budgetlab.serving.ServingOverhead.vllm>` for what a client measures.
 
 GPU_PROFILE (Vidur, ``data/measured/vidur-h100-llama2-7b-linear.csv``)
 ----------------------------------------------------------------------
@@ -34,6 +35,25 @@ GPU_PROFILE (Vidur, ``data/measured/vidur-h100-llama2-7b-linear.csv``)
 With ``attention=False`` it reproduces the profile's eight published points (1 to 4,096 tokens)
 within 3.5 %.
 
+Tensor parallelism (issue 22), from other GPUs' and models' measurements:
+
+==========================  ========  ================================================
+``knee_weight_exponent``    0.7       Vidur's operator profiles at TP 1/2/4/8 (32
+``knee_hidden_exponent``    0.6       tables, ``data/measured/vidur-*-tp.csv``): the
+                                      best knee loss falls from 1.0 (Llama 2 7B at
+                                      TP 4-8) to 0.10 (Llama 2 70B at TP1) as a GPU's
+                                      layer weights and the GEMM width grow; the loss
+                                      is 0.70 × (421 MB / layer bytes)^0.7 × (4,096 /
+                                      hidden)^0.6, capped at 1
+                                      (:func:`~budgetlab.cost.step_terms.knee_loss`):
+                                      median error 6.7 → 5.8 %, P90 20.6 → 16.1 %.
+                                      The 7B TP1 calibration step keeps 0.70 exactly.
+``all_reduce_kernels``      on        Each all-reduce priced as the kernel vLLM 0.33
+                                      runs for its size and TP
+                                      (:mod:`budgetlab.cost.collective`, fitted to
+                                      vLLM PR #24111 and aiconfigurator's H100 data).
+==========================  ========  ================================================
+
 TYPICAL (vLLM serving runs, ``../shared/data/real/vllm_serving_h100_inference_sim.csv``)
 -----------------------------------------------------------------------------------------
 The GPU profile with two changes, chosen by a grid search (bandwidth efficiency 0.85 / 0.90 /
@@ -55,15 +75,56 @@ output lag (:class:`~budgetlab.serving.ServingOverhead`).
                                     about 7 ms.
 ========================  ========  ================================================
 
+CUDA graphs (the engine's own capture sizes, :mod:`budgetlab.cost.step_terms`)
+-------------------------------------------------------------------------------
+TYPICAL also switches on the CUDA-graph terms, which apply to a cost built for an engine
+(:meth:`CalibratedCost.for_engine <budgetlab.cost.CalibratedCost.for_engine>`; vLLM captures
+graphs by default). Neither launch time was fitted to the runs below: each is derived from
+published measurements of one model with and without graphs, as the host time per layer that,
+less the GPU work of that step as this preset prices it, leaves the published difference
+(``(difference + GPU forward) / layers``; the CPU runs ahead, so only the excess shows).
+
+============================  ========  ============================================
+``graph_padding``             on        vLLM pads a FULL or PIECEWISE step to its
+                                        captured size (``cudagraph_dispatch``): the
+                                        linear layers compute the padded tokens.
+``piecewise_layer_launch_s``  100 µs    vllm-project/vllm issue #47089 (one B200,
+                                        vLLM 0.23): Qwen3-0.6B at batch 1 took 3.64 ms
+                                        per output token PIECEWISE and 1.53 ms FULL
+                                        (medians of 3 runs), 2.11 ms more; with its GPU
+                                        forward of 0.73 ms here, (2.11 + 0.73) / 28
+                                        layers = 101 µs. PR #20059 (one A100 40GB):
+                                        Qwen2.5-1.5B at 1 request/s, median ITL 5.39 ms
+                                        PIECEWISE vs 5.03 ms FULL; its GPU forward (1.54 B
+                                        parameters, 28 layers, not in the catalog) is
+                                        about 2.8 ms here, so about 113 µs. Only a range
+                                        is derived: issue #47089 at batch 128 (4.75 vs
+                                        2.50 ms) gives 179 µs; 100 µs is the low end.
+``eager_layer_launch_s``      240 µs    vllm-project/vllm PR #10058 (``benchmark_latency``
+                                        at its defaults, batch 8, 32 prompt and 128
+                                        output tokens; GPU not stated, H100 assumed):
+                                        Llama 3.1 8B bf16 took 1.26 s without graphs and
+                                        1.04 s with piecewise graphs, 1.72 ms per step
+                                        (the piecewise launches, 32 × 100 µs, hide under
+                                        the GPU work); with its GPU forward of 6.0 ms
+                                        here, (1.72 + 6.0) / 32 = 241 µs. The same PR's older engine
+                                        (V0, 1.10 vs 0.99 s) gives 215 µs; on an A100
+                                        the V1 figure would be 350 µs.
+============================  ========  ============================================
+
+On the ten runs below (budget 2,048, 128 sequences: graphs up to 256 tokens, FULL up to 128)
+every step's GPU work exceeds 32 × 100 µs, so the launch terms show nowhere; a smaller model,
+a higher TP or ``enforce_eager`` makes them show at small batches.
+
 Terms the runs do not separate, and how they are covered:
 
 - **Async scheduling.** vLLM's default pipelined loop plans step k + 1 while step k runs, so only
   part of the CPU work lengthens a step. ``step_overhead_s`` is that part. Without async
   scheduling the whole CPU time would add; none of the runs was made that way, so it has no term
   of its own.
-- **CUDA graphs.** vLLM pads a decode batch to the next captured size. That costs extra math
-  only, which a memory-bound decode step hides. Where CUDA graphs do show — fewer launch gaps, so
-  a higher achieved bandwidth — is ``bandwidth_efficiency``.
+- **CUDA graphs.** Padding costs extra math only, which a memory-bound decode step hides; the
+  launch terms above are hidden under these runs' GPU work. Where CUDA graphs also show — fewer
+  launch gaps on the GPU, so a higher achieved bandwidth — is ``bandwidth_efficiency``.
 - **Tensor-parallel all-reduce.** It keeps the catalog's link latency and bandwidth. Mixtral at
   TP2 comes out within 4–11 % on the time per output token with it, so the runs do not ask for
   a different figure.
@@ -95,9 +156,21 @@ GPU_PROFILE: Mapping[str, Any] = MappingProxyType(
         "tile_tokens": None,
         "moe": True,
         "all_reduce": True,
+        "all_reduce_kernels": True,
+        "knee_weight_exponent": 0.7,
+        "knee_hidden_exponent": 0.6,
     }
 )
 """Step cost as the GPU's operators take it (Vidur's H100 profile); read-only."""
 
-TYPICAL: Mapping[str, Any] = MappingProxyType({**GPU_PROFILE, "bandwidth_efficiency": 0.90, "step_overhead_s": 2.0e-3})
+TYPICAL: Mapping[str, Any] = MappingProxyType(
+    {
+        **GPU_PROFILE,
+        "bandwidth_efficiency": 0.90,
+        "step_overhead_s": 2.0e-3,
+        "graph_padding": True,
+        "piecewise_layer_launch_s": 100e-6,
+        "eager_layer_launch_s": 240e-6,
+    }
+)
 """The preset of :meth:`CalibratedCost.typical`: a real vLLM engine's step (module docstring); read-only."""

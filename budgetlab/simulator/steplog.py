@@ -273,8 +273,14 @@ class StepLog(Sequence[dict[str, Any]]):
         order = np.lexsort((kind, step))  # stable: each list keeps its order
         return step[order], kind[order], request[order]
 
-    def chunks(self) -> pd.DataFrame:
+    def chunks(self, cost: Any = None) -> pd.DataFrame:
         """Every scheduled chunk, in log order, as a table (no dict built).
+
+        Parameters
+        ----------
+        cost : CalibratedCost, optional
+            With a cost that has an engine's graphs recorded, two more columns: its step's
+            CUDA-graph ``mode`` and ``padded_tokens`` (:meth:`cudagraph_modes`).
 
         Returns
         -------
@@ -285,7 +291,7 @@ class StepLog(Sequence[dict[str, Any]]):
             ``start``, flat.
         """
         step, request, tokens, kind, start = self._chunk_arrays()
-        return pd.DataFrame(
+        table = pd.DataFrame(
             {
                 "step": step,
                 "request_id": self._trace.ids[request],
@@ -294,6 +300,10 @@ class StepLog(Sequence[dict[str, Any]]):
                 "start": start,
             }
         )
+        if cost is None:
+            return table
+        modes = self.cudagraph_modes(cost)
+        return table.assign(mode=modes["mode"].array.take(step), padded_tokens=modes["padded_tokens"].to_numpy()[step])
 
     def events(self) -> pd.DataFrame:
         """Every event (the log's ``preempted``, ``first_token`` and ``finished``), in log order.
@@ -310,6 +320,59 @@ class StepLog(Sequence[dict[str, Any]]):
                 "step": step,
                 "event": pd.Categorical.from_codes(kind, categories=list(EVENT_KINDS)),
                 "request_id": self._trace.ids[request],
+            }
+        )
+
+    def _step_compositions(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per step, in log order: tokens scheduled and whether it is a uniform decode (every
+        chunk one token over a cached context, as vLLM tells a decode batch)."""
+        trace = self._trace
+        runs = trace.runs
+        normal_pos, run_pos = self._index
+        num_normal = len(trace.step_end)
+        chunk_step = np.repeat(np.arange(num_normal), np.diff(trace.step_end, prepend=0))
+        tokens = np.bincount(chunk_step, weights=trace.chunk_tokens, minlength=num_normal)
+        other = (trace.chunk_tokens != 1) | (trace.chunk_start <= 0)
+        uniform = (np.bincount(chunk_step, weights=other, minlength=num_normal) == 0) & (tokens > 0)
+        step_tokens = np.empty(len(self), dtype=np.int64)
+        step_uniform = np.empty(len(self), dtype=bool)
+        step_tokens[normal_pos], step_uniform[normal_pos] = tokens.astype(np.int64), uniform
+        run_tokens = np.repeat(runs.num_decodes, runs.num_steps)
+        step_tokens[run_pos], step_uniform[run_pos] = run_tokens, run_tokens > 0
+        return step_tokens, step_uniform
+
+    def cudagraph_modes(self, cost: Any) -> pd.DataFrame:
+        """Every step's CUDA-graph mode, as vLLM 0.33 dispatches it, as a table (no dict built).
+
+        Computed on demand from the steps' compositions, so a simulation pays nothing for it.
+
+        Parameters
+        ----------
+        cost : CalibratedCost
+            A cost with an engine's graphs recorded (``CalibratedCost.typical(hw, model,
+            engine=engine)`` or ``cost.for_engine(engine)``), normally the one simulated: its
+            ``cudagraph_modes`` dispatches the steps.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per step in log order: ``step``, ``num_tokens`` [tokens], ``uniform_decode``,
+            ``mode`` (``"FULL"``, ``"PIECEWISE"`` or ``"NONE"``; missing for a pipelined
+            iteration that schedules nothing) and ``padded_tokens`` (the captured size it runs
+            on, ``num_tokens`` under NONE, 0 for an empty iteration) [tokens].
+        """
+        tokens, uniform = self._step_compositions()
+        ran = tokens > 0
+        modes = np.full(len(tokens), None, dtype=object)
+        padded = np.zeros(len(tokens), dtype=np.int64)
+        modes[ran], padded[ran] = cost.cudagraph_modes(tokens[ran], uniform[ran])
+        return pd.DataFrame(
+            {
+                "step": np.arange(len(tokens), dtype=np.int64),
+                "num_tokens": tokens,
+                "uniform_decode": uniform,
+                "mode": pd.Categorical(modes, categories=["FULL", "PIECEWISE", "NONE"]),
+                "padded_tokens": padded,
             }
         )
 

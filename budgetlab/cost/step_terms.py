@@ -1,0 +1,517 @@
+"""CUDA graphs in the step cost, and the named breakdown of one step's time.
+
+:class:`~budgetlab.cost.CalibratedCost` prices a step from its composition (its terms are in
+:mod:`budgetlab.cost.calibrated`). This module holds that one formula (:func:`step_time_s`),
+what it needs to price the step the way vLLM 0.33 runs it -- with a FULL CUDA graph, a
+PIECEWISE one, or none (:mod:`budgetlab.cudagraph` restates the capture and dispatch rules) --
+and :class:`StepTerms`, the step time split into named terms that add up to it.
+
+CUDA-graph terms
+----------------
+:meth:`CalibratedCost.for_engine <budgetlab.cost.CalibratedCost.for_engine>` records the
+engine's capture sizes (:func:`~budgetlab.cudagraph.cudagraph_capture_sizes`), its FULL sizes
+(:func:`~budgetlab.cudagraph.full_graph_sizes`) and ``enforce_eager``. Without them (a cost
+built without an engine) no step has a mode and none of the terms below applies. With them,
+each step is dispatched as :func:`~budgetlab.cudagraph.cudagraph_dispatch` does: a *uniform
+decode* -- every chunk one token over a non-empty context (a decode, or a prompt continued by
+one token, which vLLM also runs as a decode) -- runs FULL when a FULL size holds it; any other
+step up to the largest capture size runs PIECEWISE; a larger one runs with no graph (NONE).
+The lookup is a bisection over the sizes (:class:`GraphDispatch`), so it costs the simulator's
+per-step path well under a microsecond.
+
+``graph_padding`` (switch)
+    In FULL and PIECEWISE a step runs on the captured size it was padded to, so the linear
+    layers' math (the compute roof's ``T(n)``, before GEMM tiles) is that of the padded token
+    count. Attention FLOPs, weight and KV bytes and the all-reduce stay those of the real
+    tokens. A memory-bound decode step hides the extra math; a compute-bound mixed step pays
+    it (a 257-token step padded to 272 costs the linear math of 272).
+``piecewise_layer_launch_s`` [s per layer]
+    Host (CPU) time per layer when the compiled model runs outside a FULL graph: in PIECEWISE
+    the attention of every layer runs eagerly between the graph pieces, so each layer costs a
+    Python call, the attention launches and a piece replay. A NONE step of an engine that
+    captures graphs (a batch above the ladder) runs the same compiled pieces without replay
+    and is given the same time (a lower bound: it launches each compiled kernel itself).
+``eager_layer_launch_s`` [s per layer]
+    Host time per layer of an uncompiled eager forward: ``enforce_eager`` turns both
+    ``torch.compile`` and CUDA graphs off (``VllmConfig.__post_init__``), so every step is NONE
+    and launches every kernel from Python.
+
+How the launch time shows. The host enqueues kernels ahead of the GPU, so launch time lengthens
+a step only where it exceeds the GPU work it feeds: the step pays
+``max(0, layers × launch_s − gpu_forward_s)`` with ``gpu_forward_s = layers ×
+layer_overhead_s + roof + all-reduce`` (named ``piecewise_launch`` or ``eager_launch``). The
+evidence that the excess, not the sum, is paid: without CUDA graphs Llama 2 7B decoded 12 %
+slower at batch 1 and no slower at larger batches (vllm-project/vllm PR #1440); on one B200
+(vLLM 0.23, issue #47089) PIECEWISE instead of FULL made Qwen3-0.6B 2.4× slower per token at
+batch 1 but Qwen3-235B-A22B (94 layers of far more GPU work) only 5 % slower; SGLang measured the
+same throughput with and without CUDA graphs for Qwen2-7B at TP1 (sgl-project/sglang PR #2360).
+The values and their derivations are in :mod:`budgetlab.cost.presets`.
+
+The breakdown
+-------------
+:func:`breakdown` recomputes a step the way :func:`step_time_s` prices it and names each part
+(:data:`STEP_TERM_NAMES`): the overheads; the binding roof's parts at full value (weight and KV
+reads when memory binds; linear math, ``graph_padding`` and attention math when compute binds)
+and the other roof's parts at 0, since the roof hides them; ``knee_overlap_loss``; the
+all-reduce; and the launch term of the step's mode (``piecewise_launch`` for PIECEWISE,
+``eager_launch`` for a step without a graph). The terms add up to the step time to rounding. A
+new term (an expert read, an all-reduce regime) takes a name in :data:`STEP_TERM_NAMES` and is
+computed in both functions, in the same place of the formula.
+
+A FULL step's replay costs a few microseconds of host time, left to ``step_overhead_s``.
+Speculative decoding (``q > 1`` tokens per decode) is not modelled: the simulator's decodes
+schedule one token each, so with ``q > 1`` no step is a uniform decode and none runs FULL.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from budgetlab._checks import finite_array
+from budgetlab.cost.collective import all_reduce_s
+from budgetlab.display import html_table, one_line
+from budgetlab.errors import ConfigError
+from budgetlab.specs import Batch
+from budgetlab.text import fmt_latency
+
+__all__ = ["GRAPH_MODES", "STEP_TERM_NAMES", "GraphDispatch", "StepTerms"]
+
+#: The modes a dispatched step runs with, indexed by the codes :class:`GraphDispatch` returns.
+GRAPH_MODES = ("FULL", "PIECEWISE", "NONE")
+FULL, PIECEWISE, NONE = 0, 1, 2
+
+#: The terms of :meth:`CalibratedCost.step_terms <budgetlab.cost.CalibratedCost.step_terms>`,
+#: in order. Every term is present (0 when off or hidden).
+STEP_TERM_NAMES = (
+    "step_overhead",
+    "layer_overhead",
+    "weight_read",
+    "kv_read",
+    "linear_math",
+    "graph_padding",
+    "attention_math",
+    "knee_overlap_loss",
+    "all_reduce",
+    "piecewise_launch",
+    "eager_launch",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphDispatch:
+    """An engine's CUDA-graph sizes as floats, ascending, for a fast dispatch (rules D1-D4).
+
+    Attributes
+    ----------
+    sizes : tuple of float
+        Capture sizes [tokens] (every one a PIECEWISE graph); empty: no graph at all.
+    full : tuple of float
+        FULL (uniform decode) sizes [tokens].
+    """
+
+    sizes: tuple[float, ...]
+    full: tuple[float, ...]
+
+    def scalar(self, tokens: float, uniform: bool) -> tuple[int, float]:
+        """``(mode code, padded tokens)`` of one step of ``tokens`` tokens (a float)."""
+        sizes = self.sizes
+        if not sizes or tokens > sizes[-1]:
+            return NONE, tokens
+        if uniform:
+            full = self.full
+            at = bisect_left(full, tokens)
+            if at < len(full):
+                return FULL, full[at]
+        return PIECEWISE, sizes[bisect_left(sizes, tokens)]
+
+    def arrays(self, tokens: np.ndarray, uniform: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Vectorized :meth:`scalar`: mode codes (int8) and padded tokens (float) per step."""
+        tokens = np.asarray(tokens, dtype=float)
+        modes = np.full(tokens.shape, NONE, dtype=np.int8)
+        padded = tokens.copy()
+        if not self.sizes:
+            return modes, padded
+        sizes = np.asarray(self.sizes)
+        inside = tokens <= sizes[-1]
+        at = np.minimum(np.searchsorted(sizes, tokens, side="left"), len(sizes) - 1)
+        modes[inside] = PIECEWISE
+        padded[inside] = sizes[at[inside]]
+        if self.full:
+            full = np.asarray(self.full)
+            at_full = np.searchsorted(full, tokens, side="left")
+            is_full = inside & np.asarray(uniform, dtype=bool) & (at_full < len(full))
+            modes[is_full] = FULL
+            padded[is_full] = full[np.minimum(at_full, len(full) - 1)[is_full]]
+        return modes, padded
+
+
+@dataclass(frozen=True, slots=True)
+class _Constants:
+    """Per-cost constants, computed once so a scalar step costs about a microsecond."""
+
+    overhead_s: float
+    step_overhead_s: float
+    layers_overhead_s: float
+    bandwidth: float
+    kv_reads: bool
+    kv_s_per_token: float
+    attention: bool
+    attention_s_per_pair: float
+    tile_tokens: int | None
+    knee_overlap_loss: float
+    all_reduce: bool
+    all_reduce_fixed_s: float
+    all_reduce_per_token_s: float
+    all_reduce_table: AllReduceTable | None  # None: the ring formula above
+    moe: bool
+    num_experts: float
+    miss_fraction: float
+    shared_bytes: float
+    expert_bytes: float
+    graph: GraphDispatch | None
+    graph_padding: bool
+    launch_s: tuple[float, float, float] | None  # host time per step by mode code; None: no term
+
+
+class AllReduceTable:
+    """A step's two all-reduces per layer as :func:`budgetlab.cost.collective.all_reduce_s`
+    prices them (the kernel vLLM 0.33 picks for the message), memoized per token count.
+
+    The message is the step's tokens (padded to the CUDA graph's size when the step runs in
+    one) × ``hidden_size`` × the activation bytes; a step without a graph pays each call's
+    launch (``cuda_graph=False``).
+    """
+
+    __slots__ = ("_bytes_per_token", "_cache", "_calls", "_hardware", "_tp")
+
+    def __init__(self, hardware: Any, tp: int, bytes_per_token: float, num_layers: int) -> None:
+        self._hardware, self._tp, self._bytes_per_token = hardware, tp, bytes_per_token
+        self._calls = 2.0 * num_layers
+        self._cache: dict[tuple[float, bool], float] = {}
+
+    def time_s(self, tokens: Any, eager: Any) -> Any:
+        """Seconds of a step's all-reduces: a float for a float ``tokens``, else an array."""
+        if isinstance(tokens, float):
+            key = (tokens, bool(eager))
+            hit = self._cache.get(key)
+            if hit is None:
+                one = all_reduce_s(
+                    self._hardware, tp=self._tp, message_bytes=tokens * self._bytes_per_token, cuda_graph=not key[1]
+                )
+                hit = self._cache[key] = self._calls * float(one)
+            return hit
+        counts = np.asarray(tokens, dtype=float)
+        flags = np.broadcast_to(np.asarray(eager, dtype=bool), counts.shape)
+        out = np.zeros(counts.shape)
+        for flag in (False, True):
+            where = flags == flag
+            if where.any():
+                nbytes = counts[where] * self._bytes_per_token
+                one = all_reduce_s(self._hardware, tp=self._tp, message_bytes=nbytes, cuda_graph=not flag)
+                out[where] = self._calls * np.asarray(one)
+        return out
+
+
+KNEE_REFERENCE_LAYER_BYTES = 6.74e9 * 2 / 32
+"""Weight bytes per layer on one GPU of the GPU profile's calibration step (Llama 2 7B, bf16,
+TP1: 421 MB) [B]: there the knee loss is the cost's ``knee_overlap_loss`` exactly."""
+
+KNEE_REFERENCE_HIDDEN = 4096
+"""Hidden size of that step (Llama 2 7B) [count]."""
+
+
+def knee_loss(cost: Any, replica_bytes: float) -> float:
+    """The knee overlap loss of a deployment [-]: ``min(1, knee_overlap_loss × (W₀ / W)^a ×
+    (H₀ / H)^b)``.
+
+    ``W`` is the weight bytes of one layer on one GPU (``replica_bytes / num_layers``; for a
+    mixture of experts with ``moe`` on, its active share: the GEMMs a token runs), ``H`` the
+    hidden size (the GEMMs' reduction width), ``W₀`` and ``H₀`` the calibration step's
+    (:data:`KNEE_REFERENCE_LAYER_BYTES`, :data:`KNEE_REFERENCE_HIDDEN`), ``a`` and ``b`` the
+    cost's ``knee_weight_exponent`` and ``knee_hidden_exponent``. A layer with more weights
+    per GPU, and wider GEMMs, hides its math behind its weight stream better: Vidur's operator
+    profiles at TP 1/2/4/8 (``data/measured/vidur-*-tp.csv``: Llama 2 7B/70B, CodeLlama 34B on
+    H100 and A100, Llama 3 8B/70B on A100) are each best fitted by a loss from 0.10 (Llama 2 70B
+    at TP1 on H100, 1.7 GB per layer) to 1.0 (Llama 2 7B at TP4-8, 53-105 MB), and ``a = 0.7``,
+    ``b = 0.6`` fit all 32 together (median error 6.7 % → 5.8 %, P90 20.6 % → 16.1 %,
+    ``tests/test_cost_tp_profiles.py``). With both exponents 0 the loss is the field itself.
+    """
+    loss = float(cost.knee_overlap_loss)
+    a, b = float(cost.knee_weight_exponent), float(cost.knee_hidden_exponent)
+    if loss == 0.0 or (a == 0.0 and b == 0.0):
+        return loss
+    layer_bytes = replica_bytes / cost.model.num_layers
+    if cost.moe and cost.model.num_experts > 1:  # a token's GEMMs are its experts': the active share
+        layer_bytes = layer_bytes * (cost.model.num_active_params / cost.model.num_params)
+    scale = (KNEE_REFERENCE_LAYER_BYTES / layer_bytes) ** a * (KNEE_REFERENCE_HIDDEN / cost.model.hidden_size) ** b
+    return min(1.0, loss * scale)
+
+
+def all_reduce_time_s(c: _Constants, tokens: Any, padded: Any, eager: Any) -> Any:
+    """The all-reduce term of :func:`step_time_s`: the kernel table when the cost has one, else
+    the ring formula ``fixed + tokens × per_token`` on the real tokens."""
+    if c.all_reduce_table is None:
+        return c.all_reduce_fixed_s + tokens * c.all_reduce_per_token_s
+    return c.all_reduce_table.time_s(tokens if padded is None else padded, eager)
+
+
+def _tiles(tokens: float, tile_tokens: int | None) -> float:
+    if tile_tokens is None:
+        return tokens
+    return float(math.ceil(tokens / tile_tokens)) * tile_tokens
+
+
+def graph_constants(cost: Any) -> tuple[GraphDispatch | None, tuple[float, float, float] | None]:
+    """A cost's dispatch table and host launch time per step by mode code [s] (``None``: no
+    term), from its ``cudagraph_*`` fields and launch times (see the module docstring)."""
+    if cost.cudagraph_sizes is None:
+        return None, None
+    graph = GraphDispatch(tuple(map(float, cost.cudagraph_sizes)), tuple(map(float, cost.cudagraph_full_sizes)))
+    layers = cost.model.num_layers
+    piecewise_s = layers * cost.piecewise_layer_launch_s
+    none_s = layers * (cost.eager_layer_launch_s if cost.enforce_eager else cost.piecewise_layer_launch_s)
+    return graph, ((0.0, piecewise_s, none_s) if piecewise_s > 0 or none_s > 0 else None)
+
+
+def step_time_s(
+    c: _Constants,
+    per_token_s: float,
+    tokens: Any,
+    pairs: Any,
+    kv_tokens: Any,
+    weight_read_s: Any,
+    padded: Any = None,
+    launch_s: Any = None,
+    eager: Any = False,
+) -> Any:
+    """Step time [s] from token count, attention pairs and KV tokens read: the one formula of
+    :class:`~budgetlab.cost.CalibratedCost` (its module docstring, and this one for the graph
+    terms). ``padded`` is the tokens the linear layers run on (``None``: ``tokens``);
+    ``launch_s`` the host launch time the GPU work may hide (``None``: no term); ``eager``
+    whether the step runs without a CUDA graph (its all-reduces then pay their launch).
+
+    Takes Python floats (the simulator's per-step path, ~1 µs) or float arrays (vectorized
+    sweeps and decode runs). Only correctly rounded operations (+, −, ×, ÷, max, min, ceil) run
+    here, in the same order on both paths, so a scalar and an array call give identical bits.
+    """
+    scalar = isinstance(tokens, float)
+    memory_s = weight_read_s
+    if c.kv_reads:
+        memory_s = memory_s + kv_tokens * c.kv_s_per_token
+    linear_tokens = tokens if padded is None else padded
+    if c.tile_tokens is not None:
+        tiles = float(math.ceil(linear_tokens / c.tile_tokens)) if scalar else np.ceil(linear_tokens / c.tile_tokens)
+        linear_tokens = tiles * c.tile_tokens
+    compute_s = linear_tokens * per_token_s
+    if c.attention:
+        compute_s = compute_s + pairs * c.attention_s_per_pair
+    roof_s = max(memory_s, compute_s) if scalar else np.maximum(memory_s, compute_s)
+    if c.knee_overlap_loss > 0:
+        low_s = min(memory_s, compute_s) if scalar else np.minimum(memory_s, compute_s)
+        roof_s = roof_s + c.knee_overlap_loss * low_s * (low_s / roof_s)
+    time_s = c.overhead_s + roof_s
+    all_reduce_s = 0.0
+    if c.all_reduce:
+        all_reduce_s = all_reduce_time_s(c, tokens, padded, eager)
+        time_s = time_s + all_reduce_s
+    if launch_s is not None:  # host launch time beyond the GPU work it feeds
+        excess_s = launch_s - (c.layers_overhead_s + roof_s + all_reduce_s)
+        time_s = time_s + (max(0.0, excess_s) if scalar else np.maximum(0.0, excess_s))
+    if scalar:
+        return time_s if tokens > 0 else 0.0
+    return np.where(tokens > 0, time_s, 0.0)
+
+
+def batch_sums(batch: Batch) -> tuple[float, float, float]:
+    """``(tokens, attention pairs, KV tokens read)`` of a step, as
+    :meth:`CalibratedCost.batch_time_s <budgetlab.cost.CalibratedCost.batch_time_s>` sums them."""
+    if len(batch.prefill_tokens) != len(batch.prefill_context_tokens):
+        raise ValueError(
+            f"Batch has {len(batch.prefill_tokens)} prefill chunks but "
+            f"{len(batch.prefill_context_tokens)} context entries; give one "
+            "prefill_context_tokens entry per chunk"
+        )
+    prefill_tokens = prefill_pairs = prefill_context = 0.0
+    for chunk, context in zip(batch.prefill_tokens, batch.prefill_context_tokens, strict=True):
+        n, c = float(chunk), float(context)
+        prefill_tokens = prefill_tokens + n
+        prefill_pairs = prefill_pairs + (n * c + n * (n + 1.0) / 2.0)
+        prefill_context = prefill_context + c
+    decodes = float(batch.num_decodes)
+    decode_context = float(batch.decode_context_tokens)
+    tokens = decodes + prefill_tokens
+    pairs = prefill_pairs + (decode_context + decodes)
+    kv_tokens = prefill_context + decode_context
+    return tokens, pairs, kv_tokens
+
+
+def dispatch_step(
+    c: _Constants, tokens: float, chunks: tuple[int, ...], contexts: tuple[int, ...]
+) -> tuple[int | None, float]:
+    """``(mode code, padded tokens)`` of a step of ``tokens`` tokens whose prefill chunks are
+    ``chunks`` after ``contexts`` cached tokens; ``(None, tokens)`` without graph information."""
+    if c.graph is None or tokens <= 0:
+        return None, tokens
+    # one token over a cached context runs as a decode: then the step is a uniform decode
+    return c.graph.scalar(tokens, all(n == 1 and x > 0 for n, x in zip(chunks, contexts)))
+
+
+def graph_args(c: _Constants, mode: int | None, padded: float) -> tuple[float | None, float | None]:
+    """``(padded, launch_s)`` for :func:`step_time_s` of a step dispatched to ``mode``."""
+    if mode is None:
+        return None, None
+    return (padded if c.graph_padding else None), (None if c.launch_s is None else c.launch_s[mode])
+
+
+def graph_modes(c: _Constants, num_tokens: Any, uniform_decode: Any) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`CalibratedCost.cudagraph_modes <budgetlab.cost.CalibratedCost.cudagraph_modes>`
+    on a cost's constants: mode names and padded tokens per step."""
+    if c.graph is None:
+        raise ConfigError(
+            "this cost has no engine's CUDA graphs recorded, so steps have no mode: build it "
+            "with CalibratedCost.typical(hw, model, engine=engine) or cost.for_engine(engine)"
+        )
+    tokens = finite_array("num_tokens", num_tokens, what="finite numbers of tokens >= 1", low=1.0, error=ValueError)
+    modes, padded = c.graph.arrays(tokens, np.broadcast_to(np.asarray(uniform_decode, dtype=bool), tokens.shape))
+    return np.asarray(GRAPH_MODES, dtype=object)[modes], padded.astype(np.int64)
+
+
+def graph_arrays(c: _Constants, tokens: np.ndarray, context: np.ndarray) -> tuple[Any, Any, Any]:
+    """``(padded, launch_s, eager)`` for :func:`step_time_s` of single-chunk steps (vectorized)."""
+    if c.graph is None:
+        return None, None, False
+    modes, padded = c.graph.arrays(tokens, (tokens == 1.0) & (context > 0.0))
+    launch_s = None if c.launch_s is None else np.asarray(c.launch_s)[modes]
+    return (padded if c.graph_padding else None), launch_s, modes == NONE
+
+
+def breakdown(
+    c: _Constants,
+    per_token_s: float,
+    tokens: float,
+    pairs: float,
+    kv_tokens: float,
+    weight_read_s: float,
+    mode: int | None,
+    padded: float,
+) -> StepTerms:
+    """The named terms of one step, computed as :func:`step_time_s` computes the step.
+
+    The binding roof's terms count in full and the other roof's terms are 0 (hidden under it);
+    ``knee_overlap_loss`` is what the imperfect overlap adds back.
+    """
+    terms = dict.fromkeys(STEP_TERM_NAMES, 0.0)
+    linear_padded, launch_s = graph_args(c, mode, padded)
+    kv_s = kv_tokens * c.kv_s_per_token if c.kv_reads else 0.0
+    memory_s = weight_read_s + kv_s if c.kv_reads else weight_read_s
+    real_linear_s = _tiles(tokens, c.tile_tokens) * per_token_s
+    linear_s = _tiles(tokens if linear_padded is None else linear_padded, c.tile_tokens) * per_token_s
+    attention_s = pairs * c.attention_s_per_pair if c.attention else 0.0
+    compute_s = linear_s + attention_s if c.attention else linear_s
+    high, low = max(memory_s, compute_s), min(memory_s, compute_s)
+    knee_s = c.knee_overlap_loss * low * (low / high) if c.knee_overlap_loss > 0 and high > 0 else 0.0
+    bound = "memory" if memory_s >= compute_s else "compute"
+    if tokens > 0:
+        if bound == "memory":
+            terms["weight_read"], terms["kv_read"] = weight_read_s, kv_s
+        else:
+            terms["linear_math"], terms["graph_padding"] = real_linear_s, linear_s - real_linear_s
+            terms["attention_math"] = attention_s
+        terms["knee_overlap_loss"] = knee_s
+        terms["step_overhead"], terms["layer_overhead"] = c.step_overhead_s, c.layers_overhead_s
+        eager = mode == NONE
+        all_reduce_s = all_reduce_time_s(c, tokens, linear_padded, eager) if c.all_reduce else 0.0
+        terms["all_reduce"] = all_reduce_s
+        if launch_s is not None:
+            excess_s = max(0.0, launch_s - (c.layers_overhead_s + (high + knee_s) + all_reduce_s))
+            terms["eager_launch" if mode == NONE else "piecewise_launch"] = excess_s
+    return StepTerms(
+        terms=MappingProxyType(terms),
+        mode=None if mode is None else GRAPH_MODES[mode],
+        num_tokens=int(tokens),
+        padded_tokens=int(padded),
+        bound=bound,
+    )
+
+
+@dataclass(frozen=True)
+class StepTerms:
+    """One step's time split into named terms that add up to it
+    (:meth:`CalibratedCost.step_terms <budgetlab.cost.CalibratedCost.step_terms>`).
+
+    Attributes
+    ----------
+    terms : Mapping of str to float
+        Every name of :data:`STEP_TERM_NAMES` [s], read-only; hidden or switched-off terms are 0.
+    mode : str or None
+        ``"FULL"``, ``"PIECEWISE"`` or ``"NONE"``; ``None`` when the cost has no CUDA-graph
+        information (built without an engine) or the step is empty.
+    num_tokens : int
+        Tokens the step schedules [tokens].
+    padded_tokens : int
+        Tokens the graph runs on [tokens]: the captured size under FULL and PIECEWISE, else
+        ``num_tokens``.
+    bound : str
+        ``"memory"`` or ``"compute"``: the roof whose terms count in full.
+    """
+
+    terms: Mapping[str, float]
+    mode: str | None
+    num_tokens: int
+    padded_tokens: int
+    bound: str
+
+    @property
+    def total_s(self) -> float:
+        """The step time [s]: the sum of :attr:`terms`."""
+        return float(sum(self.terms.values()))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The terms [s], then ``total_s``, ``mode``, ``num_tokens``, ``padded_tokens`` and
+        ``bound``: one row of a table (``pandas.DataFrame([t.as_dict() for t in ...])``)."""
+        return {
+            **self.terms,
+            "total_s": self.total_s,
+            "mode": self.mode,
+            "num_tokens": self.num_tokens,
+            "padded_tokens": self.padded_tokens,
+            "bound": self.bound,
+        }
+
+    def _display_rows(self) -> list[tuple[str, str]]:
+        head = [
+            ("step", fmt_latency(self.total_s)),
+            ("mode", f"{self.mode or 'not modelled'}, {self.num_tokens} tokens padded to {self.padded_tokens}"),
+            ("bound", self.bound),
+        ]
+        return head + [(name, fmt_latency(value)) for name, value in self.terms.items() if value != 0.0]
+
+    def __repr__(self) -> str:
+        return one_line("StepTerms", fmt_latency(self.total_s), self._display_rows()[1:6])
+
+    def _repr_html_(self) -> str:
+        return html_table("Step terms", self._display_rows())
+
+
+def graph_display(cost: Any) -> str:
+    """One line on a cost's CUDA-graph modelling, for its ``repr`` and HTML table."""
+    sizes = cost.cudagraph_sizes
+    if sizes is None:
+        return "not modelled (no engine recorded)"
+    ladder = (
+        "enforce_eager: none captured" if cost.enforce_eager else f"{len(sizes)} sizes up to {max(sizes, default=0)}"
+    )
+    full = f", FULL up to {max(cost.cudagraph_full_sizes)}" if cost.cudagraph_full_sizes else ""
+    terms = [name for name in ("graph_padding",) if cost.graph_padding] + [
+        f"{label} {fmt_latency(value)}/layer"
+        for label, value in (("piecewise", cost.piecewise_layer_launch_s), ("eager", cost.eager_layer_launch_s))
+        if value > 0
+    ]
+    return f"{ladder}{full}; terms: {', '.join(terms) or 'none'}"
