@@ -47,6 +47,12 @@ SMALL: dict[str, dict[str, Any]] = {
         "pressure_kv_tokens": [16000, 64000],
     },
     "10-validation-against-real-runs": {"search_preset": False, "budgets": [2048]},
+    "11-multi-gpu": {
+        "num_requests": 100,
+        "max_duration_s": 20.0,
+        "ladder_max_batch": 600,
+        "moe_budgets": [512, 2048, 8192],
+    },
 }
 
 
@@ -208,6 +214,37 @@ def _check_10(r: dict) -> None:
         assert len(r["kv_logs"]) >= 28
 
 
+def _check_11(r: dict) -> None:
+    # Llama 3.1 70B: 141 GB of weights do not fit one 80 GB H100; more GPUs, shorter decode steps
+    assert r["tp_deployable"] == {"1": False, "2": True, "4": True, "8": True}
+    steps = r["decode_step_s"]
+    assert steps["8"] < steps["4"] < steps["2"] and r["decode_all_reduce_s"]["1"] == 0 < r["decode_all_reduce_s"]["8"]
+    assert r["tpot_mean_s"]["1"] is None and r["tpot_mean_s"]["8"] < r["tpot_mean_s"]["4"]  # NaN -> null
+    # vLLM 0.33's ladder on H100: 51 sizes up to 512 for max_num_seqs 256 and 1,024 alike
+    assert {engine: (len(sizes), max(sizes)) for engine, sizes in r["ladder_sizes"].items()} == {
+        "max_num_seqs 1,024": (51, 512),
+        "max_num_seqs 256": (51, 512),
+    }
+    jumps = {j["engine"]: j for j in r["ladder_jumps"]}
+    default = jumps["max_num_seqs 1,024"]
+    assert default["top_graph_tokens"] == 512 and default["mode_past_top"] == "NONE"
+    assert jumps["max_num_seqs 256"]["past_top"] is False
+    assert r["ladder_modes"]["max_num_seqs 1,024"] == {"FULL": 512, "NONE": 88}  # batches 1..600
+    assert r["ladder_modes"]["max_num_seqs 256"] == {"FULL": 256}
+    # Mixtral: one token touches 2 of 8 experts per layer, 4,096 tokens all of them
+    experts = r["moe_expected_experts"]
+    assert experts["1"] == pytest.approx(2.0) and experts["4096"] == pytest.approx(8.0)
+    ttft = {row["max_num_batched_tokens"]: row for row in r["moe_ttft"]}
+    assert sorted(ttft) == [512, 2048, 8192] and {row["cost_model"] for row in r["moe_ttft"]} == {"typical"}
+    assert ttft[8192]["ttft_mean_s"] < ttft[512]["ttft_mean_s"]
+    if r["runs"] is not None:  # the shared data is present (developers, CI)
+        measured = [run for run in r["runs"] if run["tpot_s_measured"] is not None]
+        assert {run["model"] for run in measured} == {"llama-2-7b", "mixtral-8x7b"}
+        assert all(abs(run["tpot_s_predicted"] / run["tpot_s_measured"] - 1) <= 0.15 for run in measured)
+    if r["all_reduce_errors"] is not None:
+        assert len(r["all_reduce_errors"]) == 100
+
+
 def _check_09(r: dict) -> None:
     assert r["max_num_seqs"] == 256 and r["slot_bound_max_num_seqs"] == 8
     shared = r["workload"]["shared_prefix_fraction"]
@@ -267,6 +304,10 @@ CHECKS: dict[str, tuple[set[str], Callable[[dict], None]]] = {
     "10-validation-against-real-runs": (
         {"kv_logs", "serving_runs", "preset_grid", "bench_fit", "bench_is_simulated", "predictions"},
         _check_10,
+    ),
+    "11-multi-gpu": (
+        {"tp_deployable", "decode_step_s", "tpot_mean_s", "ladder_sizes", "ladder_jumps", "moe_ttft", "runs"},
+        _check_11,
     ),
 }
 
@@ -340,13 +381,14 @@ NEW_NOTEBOOK_BAD_PARAMETERS = [
         {"slot_bound_max_num_seqs": 512},
         "parameter `slot_bound_max_num_seqs` must be below max_num_seqs (256)",
     ),
+    ("11-multi-gpu", {"moe_model": "llama-3.1-70b"}, "parameter `moe_model` must be a mixture-of-experts model"),
 ]
 
 
 @pytest.mark.parametrize(
     ("notebook", "parameters", "message"),
     NEW_NOTEBOOK_BAD_PARAMETERS,
-    ids=["05-low-cap", "06-example-hardware", "09-slot-cap"],
+    ids=["05-low-cap", "06-example-hardware", "09-slot-cap", "11-dense-moe-model"],
 )
 def test_bad_parameter_stops_the_new_notebooks_at_validation(notebook, parameters, message, tmp_path: Path):
     with pytest.raises(PapermillExecutionError) as info:
