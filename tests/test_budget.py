@@ -252,12 +252,12 @@ def test_prompt_timeline_ends_at_the_ttft_of_the_idealized_model(ideal):
 
 def test_prompt_timeline_prices_steps_like_ttft_with_a_calibrated_cost(h100, llama8b):
     """LAYOUT §3.9 bug 2: the timeline once priced steps context-free (130.5 ms), not like
-    ttft_s (136.1 ms), with the decoders' KV reads and the chunks' attention (GPU profile)."""
+    ttft_s (135.9 ms), with the decoders' KV reads and the chunks' attention (GPU profile)."""
     cost = CalibratedCost.gpu_profile(h100, llama8b)
     timeline = prompt_timeline(cost, budget_tokens=2048, **SEED)
     ttft = ttft_s(cost, budget_tokens=2048, **SEED)
     assert timeline.end_s.iloc[-1] == ttft  # to the last bit
-    assert round(ttft * 1e3, 1) == 136.1
+    assert round(ttft * 1e3, 1) == 135.9
     assert timeline.step_time_s.max() == longest_gap_s(cost, budget_tokens=2048, **SEED)
     busy = prompt_timeline(cost, budget_tokens=2048, decode_context_tokens=1000, **SEED)
     assert busy.end_s.iloc[-1] == ttft_s(cost, budget_tokens=2048, decode_context_tokens=1000, **SEED) > ttft
