@@ -5,9 +5,10 @@ vLLM captures CUDA graphs at start-up for a ladder of batch sizes [tokens] and, 
 pads the batch to the smallest captured size that holds it. A step with no graph large enough
 runs eagerly, every kernel launched from Python, which is why a decode batch just past the top
 of the ladder costs more than one just below it. This module restates the rules (never the
-code) of the vLLM 0.33.0 wheel, file and function named for each; the cost of each mode is a
-later issue's. ``tests/fixtures/cudagraph/`` holds the table that vLLM's own functions computed
-and ``tests/test_cudagraph.py`` checks this module against it.
+code) of the vLLM 0.33.0 wheel, file and function named for each; what each mode costs is
+:mod:`budgetlab.cost.step_terms`'s (padding, launch time). ``tests/fixtures/cudagraph/`` holds
+the table that vLLM's own functions computed and ``tests/test_cudagraph.py`` checks this module
+against it.
 
 Defaults that hold throughout
 -----------------------------

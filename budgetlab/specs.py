@@ -14,6 +14,7 @@ from typing import Literal
 
 from budgetlab import _checks as limits
 from budgetlab._checks import finite_number, flag, int_at_least, number_in
+from budgetlab._engine_checks import check_cudagraph_fields
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import ConfigError
 from budgetlab.text import fmt_bandwidth, fmt_flops_rate, fmt_gib, fmt_int
@@ -356,6 +357,15 @@ class EngineConfig:
         (1,024 on Blackwell), see :mod:`budgetlab.cudagraph`. With both set, vLLM requires them to agree.
     enforce_eager : bool
         vLLM's ``--enforce-eager`` (default off): no CUDA graphs, every step runs eagerly.
+    enable_expert_parallel : bool
+        vLLM's ``--enable-expert-parallel`` (default off): a mixture of experts' MoE layers are
+        split by whole experts over the ``tensor_parallel_size`` GPUs (``ep = tp``; one
+        data-parallel rank) instead of by each expert's width; attention stays tensor-parallel.
+        Each GPU holds ``E/ep`` whole experts, the same bytes as before, so the KV pool is
+        unchanged; a step reads the slowest GPU's touched experts
+        (:mod:`budgetlab.cost.moe_step`). No effect at ``tensor_parallel_size`` 1; refused
+        with a model without experts, as vLLM does (checked where the model is known,
+        :meth:`CalibratedCost.for_engine <budgetlab.cost.CalibratedCost.for_engine>`).
 
     Raises
     ------
@@ -385,6 +395,7 @@ class EngineConfig:
     cudagraph_capture_sizes: tuple[int, ...] | None = None
     max_cudagraph_capture_size: int | None = None
     enforce_eager: bool = False
+    enable_expert_parallel: bool = False
 
     def _display_rows(self) -> list[tuple[str, str]]:
         """The budget and the cap, then every field that differs from its default."""
@@ -466,6 +477,7 @@ class EngineConfig:
             "async_scheduling",
             "scheduler_reserve_full_isl",
             "enforce_eager",
+            "enable_expert_parallel",
         ):
             flag(name, getattr(self, name), error=ConfigError)
         number_in(
@@ -535,20 +547,7 @@ class EngineConfig:
                 "with chunked prefill off, set max_model_len so vLLM can check that the longest "
                 "prompt fits in one step's budget (or enable chunked prefill)."
             )
-        sizes, top = self.cudagraph_capture_sizes, self.max_cudagraph_capture_size
-        if sizes is not None:  # vLLM's checks in VllmConfig._set_cudagraph_sizes (budgetlab/cudagraph.py)
-            if not isinstance(sizes, list | tuple) or not (sizes or self.enforce_eager):
-                raise ConfigError(f"cudagraph_capture_sizes must be None or a non-empty tuple of ints, got {sizes!r}")
-            sizes = tuple(int_at_least("a cudagraph_capture_sizes entry", n, error=ConfigError) for n in sizes)
-            object.__setattr__(self, "cudagraph_capture_sizes", sizes)
-        if top is not None:
-            int_at_least("max_cudagraph_capture_size", top, what="an int >= 1 [tokens] or None", error=ConfigError)
-            largest = max((n for n in sizes or () if n <= self.max_num_batched_tokens), default=0)
-            if sizes is not None and not self.enforce_eager and top != largest:
-                raise ConfigError(
-                    f"max_cudagraph_capture_size ({top}) must equal the largest cudagraph_capture_sizes entry "
-                    f"within the budget ({largest}), as vLLM requires; set only one of the two or make them agree."
-                )
+        check_cudagraph_fields(self)  # vLLM's checks in VllmConfig._set_cudagraph_sizes (budgetlab/cudagraph.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ import pickle
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from budgetlab import Batch, CostModel, EngineConfig, IdealCost, ParameterError
@@ -124,6 +124,25 @@ def test_step_time_is_batch_time_of_one_chunk(h100, mdl, tp, tile, tokens, conte
     cost = CalibratedCost.typical(h100, model(mdl), tp=tp).with_(tile_tokens=tile)
     batch = Batch(prefill_tokens=(tokens,), prefill_context_tokens=(context,)) if tokens else Batch()
     assert cost.step_time_s(tokens, context_tokens=context) == cost.batch_time_s(batch)
+
+
+@settings(max_examples=25)
+@given(
+    mdl=st.sampled_from(["mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b"]),
+    tp=st.sampled_from([1, 2, 4, 8]),
+    tokens=st.integers(0, 9000),
+    num_decodes=st.integers(1, 512),
+)
+def test_moe_terms_keep_the_scalar_and_vectorized_paths_identical(h100, mdl, tp, tokens, num_decodes):
+    engine = EngineConfig(max_num_batched_tokens=8192, max_num_seqs=512, tensor_parallel_size=tp)
+    engine = dataclasses.replace(engine, enable_expert_parallel=True)
+    cost = CalibratedCost.typical(h100, model(mdl), engine=engine).with_(moe_block_padding=True)
+    batch = Batch(prefill_tokens=(tokens,), prefill_context_tokens=(0,)) if tokens else Batch()
+    assert cost.step_time_s(tokens) == cost.batch_time_s(batch)
+    run = cost.decode_run_time_s(num_decodes=num_decodes, decode_context_tokens=np.array([0, 10_000]))
+    assert run.tolist() == [
+        cost.batch_time_s(Batch(num_decodes=num_decodes, decode_context_tokens=c)) for c in (0, 10_000)
+    ]
 
 
 # --------------------------------------------------------------------------------------------

@@ -48,12 +48,20 @@ def test_budget_below_seq_cap_is_refused_with_the_fix():
         ({"gpu_memory_utilization": "0.9"}, r"fraction in \(0, 1\]"),
         ({"gpu_memory_utilization": None}, r"fraction in \(0, 1\]"),
         ({"enable_chunked_prefill": "false"}, "enable_chunked_prefill must be True or False"),
+        ({"enable_expert_parallel": 1}, "enable_expert_parallel must be True or False"),
     ],
 )
 def test_invalid_combinations(kwargs, message):
     base = {"max_num_batched_tokens": 2048, "max_num_seqs": 256}
     with pytest.raises(ConfigError, match=message):
         EngineConfig(**{**base, **kwargs})
+
+
+def test_expert_parallel_is_vllms_flag_off_by_default():
+    engine = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=256)
+    assert engine.enable_expert_parallel is False and "expert" not in repr(engine)
+    switched = dataclasses.replace(engine, enable_expert_parallel=True, tensor_parallel_size=4)
+    assert "enable_expert_parallel=True" in repr(switched)
 
 
 def test_config_error_is_a_value_error():

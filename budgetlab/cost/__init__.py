@@ -21,6 +21,20 @@ The family, and where each member lives
     GEMM tiles, mixture of experts and tensor parallelism, each term documented and
     switchable; :data:`TYPICAL` is its preset. With every extra off it equals
     :class:`IdealCost` to the last bit.
+:mod:`budgetlab.cost.step_terms`
+    The one step formula behind :class:`CalibratedCost`, the CUDA-graph dispatch of a step and
+    its terms, :class:`StepTerms` (``cost.step_terms(batch)``: every term named, summing to the
+    step) and :func:`~budgetlab.cost.step_terms.knee_loss`.
+:mod:`budgetlab.cost.collective`
+    :func:`all_reduce_s` and :func:`all_reduce_algorithm`: a tensor-parallel all-reduce as the
+    kernel vLLM 0.33 runs for its size and TP, priced from published H100 measurements.
+:mod:`budgetlab.cost.moe`
+    The fused-MoE kernel's shape: vLLM's tile choice, padded rows per expert, touched experts
+    per GPU under tensor and expert parallelism, expert bytes and FLOPs.
+:mod:`budgetlab.cost.moe_step`
+    Those in the step cost: the ``moe_block_padding`` term and the expert-parallel weight read.
+:mod:`budgetlab.cost.gemm`
+    Per-GPU GEMM shapes at a TP degree and the replicated (norm and add) work per token.
 :mod:`budgetlab.cost.inverse`
     :func:`budget_for_step_time`, the largest token budget whose step meets a time target, and
     the bisection it uses (:func:`bisect_largest`).
@@ -50,6 +64,7 @@ anywhere too, if it keeps the contract in :mod:`budgetlab.cost.protocol`.
 from __future__ import annotations
 
 from budgetlab.cost.calibrated import GPU_PROFILE, TYPICAL, CalibratedCost
+from budgetlab.cost.collective import all_reduce_algorithm, all_reduce_s
 from budgetlab.cost.fit import (
     DEFAULT_FIT,
     FITTABLE,
@@ -67,6 +82,7 @@ from budgetlab.cost.measurements import REQUIRED_COLUMNS, TOKEN_COLUMNS, measure
 from budgetlab.cost.named import COST_NAMES, CostFactory, CostSpec, check_cost, cost_label, make_cost
 from budgetlab.cost.protocol import CostCurve, CostModel, hardware_of, model_of
 from budgetlab.cost.roofline import ConstantCost, IdealCost, knee_tokens, shortest_step_s
+from budgetlab.cost.step_terms import StepTerms
 from budgetlab.cost.variants import hardware_comparison, moe_step_costs, tensor_parallel_speedups, tile_cliffs
 
 __all__ = [
@@ -83,6 +99,10 @@ __all__ = [
     "GPU_PROFILE",
     "knee_tokens",
     "shortest_step_s",
+    "StepTerms",
+    # tensor parallelism
+    "all_reduce_s",
+    "all_reduce_algorithm",
     # by name, for experiments
     "COST_NAMES",
     "CostSpec",

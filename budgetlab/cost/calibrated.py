@@ -36,7 +36,9 @@ Memory roof ``M`` [s]
       bytes per parameter; quantized, the experts take ``q`` and the shared part
       ``embedding × b + (shared − embedding) × q`` (the embedding and output projection are
       shared and stay in ``dtype``), so at large ``n`` ``W(n)`` tends to
-      :func:`~budgetlab.memory.weight_bytes` with the same ``quantization``.
+      :func:`~budgetlab.memory.weight_bytes` with the same ``quantization``. With
+      ``expert_parallel`` a GPU reads its slowest peer's touched whole experts instead
+      (:mod:`budgetlab.cost.moe_step`).
     * ``kv_reads=True`` adds the KV cache every sequence in the step reads: each decode reads
       its whole context, and each prefill chunk reads the cached tokens before it (its own new
       keys and values stay on chip). The bytes per token per GPU are
@@ -58,6 +60,8 @@ Compute roof ``C`` [s]
       ``AV``, 2 FLOPs per multiply-add each) and a decode with context ``c`` contributes
       ``c + 1`` (a chunk of one token). The same chunk therefore costs more at a later
       position. Attention runs on the same FLOP roof at the same efficiency.
+    * ``moe_block_padding`` adds the fused-MoE kernel's padding rows (each expert's tokens
+      rounded up to ``BLOCK_SIZE_M``) to the expert math (:mod:`budgetlab.cost.moe_step`).
     * The roof is the peak dense 16-bit (BF16) rate whatever ``dtype`` and ``quantization``
       say: quantized weights shrink the bytes read, not the math. Quantized activations
       (W8A8's int8 GEMMs, fp8 tensor cores at twice the BF16 rate) and a float32 ``dtype``'s
@@ -103,7 +107,8 @@ with :meth:`CalibratedCost.typical` ``(hw, model, engine=engine)`` or
 :meth:`CalibratedCost.for_engine`; :func:`budgetlab.simulate` refuses a cost whose deployment
 differs from its engine's.
 
-With every extra off (``attention``, ``kv_reads``, ``moe``, ``graph_padding`` false, ``tile_tokens``
+With every extra off (``attention``, ``kv_reads``, ``moe``, ``graph_padding``, ``moe_block_padding``,
+``expert_parallel`` false, ``tile_tokens``
 None, ``tp`` 1, the dtypes ``"auto"``, no ``quantization``, overheads and launch times 0,
 ``knee_overlap_loss`` 0) and both
 efficiencies 1, every term above reduces to the
@@ -129,6 +134,7 @@ from numpy.typing import ArrayLike
 
 from budgetlab._checks import finite_array
 from budgetlab.cost.calibrated_checks import check_fields
+from budgetlab.cost.moe_step import MoeStepTable, moe_weight_split
 from budgetlab.cost.presets import GPU_PROFILE, TYPICAL
 from budgetlab.cost.step_terms import (
     NONE,
@@ -138,11 +144,11 @@ from budgetlab.cost.step_terms import (
     all_reduce_time_s,
     batch_sums,
     breakdown,
+    cost_display_rows,
     dispatch_step,
     graph_args,
     graph_arrays,
     graph_constants,
-    graph_display,
     graph_modes,
     knee_loss,
     step_time_s,
@@ -150,16 +156,8 @@ from budgetlab.cost.step_terms import (
 from budgetlab.cudagraph import cudagraph_capture_sizes, full_graph_sizes, uniform_decode_query_len
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import ConfigError, ParameterError
-from budgetlab.memory import (
-    QUANTIZED_BYTES_PER_WEIGHT,
-    activation_dtype_bytes,
-    embedding_params,
-    kv_bytes_per_token,
-    weight_bytes,
-    weight_bytes_per_gpu,
-)
+from budgetlab.memory import activation_dtype_bytes, kv_bytes_per_token, weight_bytes, weight_bytes_per_gpu
 from budgetlab.specs import Batch, EngineConfig, HardwareSpec, ModelSpec
-from budgetlab.text import fmt_latency
 
 __all__ = ["CalibratedCost", "TYPICAL", "GPU_PROFILE"]
 
@@ -227,6 +225,13 @@ class CalibratedCost:
     cudagraph_sizes, cudagraph_full_sizes, enforce_eager : tuple or None, tuple, bool
         The engine's capture and FULL sizes [tokens] and ``enforce_eager``, recorded by
         :meth:`for_engine`; ``cudagraph_sizes=None`` (the default): no graph modelling.
+    moe_block_padding : bool
+        With ``moe``, add the fused-MoE kernel's ``BLOCK_SIZE_M`` padding to the expert math
+        (:mod:`budgetlab.cost.moe_step`; 0 with ``quantization``).
+    expert_parallel : bool
+        vLLM's ``--enable-expert-parallel`` (``EngineConfig.enable_expert_parallel``, recorded
+        by :meth:`for_engine`): with ``moe`` and ``tp > 1`` each GPU holds ``E/tp`` whole
+        experts and a step reads the slowest GPU's touched experts (:mod:`budgetlab.cost.moe_step`).
 
     Attributes
     ----------
@@ -243,13 +248,13 @@ class CalibratedCost:
     Examples
     --------
     >>> from budgetlab.catalog import hardware, model
-    >>> cost = CalibratedCost.typical(hardware("h100-sxm"), model("llama-2-7b"))
+    >>> cost = CalibratedCost.gpu_profile(hardware("h100-sxm"), model("llama-2-7b"))
     >>> round(cost.with_(attention=False).step_time_s(2048) * 1e3, 1)  # Vidur measured 40.4
     40.9
     >>> from budgetlab.specs import EngineConfig
     >>> engine = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=256, quantization="fp8")
     >>> round(CalibratedCost.typical(hardware("h100-sxm"), model("llama-3.1-8b"), engine=engine).weight_read_s * 1e3, 2)
-    3.39
+    3.01
     """
 
     hardware: HardwareSpec
@@ -277,6 +282,8 @@ class CalibratedCost:
     cudagraph_sizes: tuple[int, ...] | None = None
     cudagraph_full_sizes: tuple[int, ...] = ()
     enforce_eager: bool = False
+    moe_block_padding: bool = False
+    expert_parallel: bool = False
     weight_read_s: float = field(init=False, repr=False)
     per_token_s: float = field(init=False, repr=False)
     _constants: _Constants = field(init=False, repr=False, compare=False)
@@ -295,16 +302,9 @@ class CalibratedCost:
         object.__setattr__(self, "weight_read_s", replica_bytes / bandwidth)
         object.__setattr__(self, "per_token_s", self.flops_per_token / flop_rate)
         moe = self._moe_active
-        expert = self._expert_params_all_layers if moe else 0.0
-        shared = m.num_params - m.num_experts * expert
+        shared_bytes, expert_bytes = moe_weight_split(self)
         full = float(activation_dtype_bytes(m, self.dtype))
-        if self.quantization is None:
-            shared_bytes, expert_bytes = shared * full, expert * full
-        else:
-            quantized = QUANTIZED_BYTES_PER_WEIGHT[self.quantization]
-            kept = min(float(embedding_params(m)), shared)  # embedding + output projection, in dtype
-            shared_bytes = kept * full + (shared - kept) * quantized
-            expert_bytes = expert * quantized
+        table = MoeStepTable(self) if moe and (self.moe_block_padding or self.expert_parallel) else None
         kv_bytes = kv_bytes_per_token(m, tp=self.tp, dtype=self.dtype, kv_cache_dtype=self.kv_cache_dtype)
         ring = 2.0 * (self.tp - 1) / self.tp
         link = hw.interconnect_bandwidth_bytes_per_s
@@ -336,6 +336,8 @@ class CalibratedCost:
                 miss_fraction=1.0 - m.num_experts_per_token / m.num_experts,
                 shared_bytes=shared_bytes,
                 expert_bytes=expert_bytes,
+                moe_padding=table if self.moe_block_padding and self.quantization is None else None,
+                expert_parallel=table if self.expert_parallel and self.tp > 1 else None,
                 graph=graph,
                 graph_padding=graph is not None and bool(self.graph_padding),
                 launch_s=launch,
@@ -419,13 +421,16 @@ class CalibratedCost:
         ``tp`` becomes ``engine.tensor_parallel_size``, and ``dtype``, ``kv_cache_dtype`` and
         ``quantization`` the engine's fields of those names; its CUDA graphs on this hardware
         are recorded for dispatch (``cudagraph_*`` and ``enforce_eager``,
-        :mod:`budgetlab.cost.step_terms`). Every other field is kept.
+        :mod:`budgetlab.cost.step_terms`), and ``expert_parallel`` becomes the engine's
+        ``enable_expert_parallel``. Every other field is kept.
 
         Raises
         ------
         ParameterError
             ``engine`` is not an EngineConfig, or its ``tensor_parallel_size`` does not divide
             the model's attention heads.
+        ConfigError
+            ``enable_expert_parallel`` for a model without experts (vLLM refuses it too).
         """
         if not isinstance(engine, EngineConfig):
             raise ParameterError(f"engine must be an EngineConfig, got {type(engine).__name__}")
@@ -439,6 +444,7 @@ class CalibratedCost:
             cudagraph_sizes=tuple(cudagraph_capture_sizes(engine, self.hardware)),
             cudagraph_full_sizes=tuple(full),
             enforce_eager=bool(engine.enforce_eager),
+            expert_parallel=bool(engine.enable_expert_parallel),
         )
 
     def with_(self, **changes: Any) -> CalibratedCost:
@@ -449,33 +455,11 @@ class CalibratedCost:
     # Derived quantities
     # ----------------------------------------------------------------------------------------
 
-    def _display_rows(self) -> list[tuple[str, str]]:
-        deployment = [f"tp={self.tp}"] + [
-            f"{name}={getattr(self, name)}"
-            for name, default in (("dtype", "auto"), ("kv_cache_dtype", "auto"), ("quantization", None))
-            if getattr(self, name) != default
-        ]
-        terms = [name for name in ("attention", "kv_reads", "moe", "all_reduce") if getattr(self, name)]
-        return [
-            ("deployment", ", ".join(deployment)),
-            ("weight read", fmt_latency(self.weight_read_s)),
-            ("per token", fmt_latency(self.per_token_s)),
-            ("step / layer overhead", f"{fmt_latency(self.step_overhead_s)} / {fmt_latency(self.layer_overhead_s)}"),
-            ("bandwidth / FLOP efficiency", f"{self.bandwidth_efficiency:.2f} / {self.flop_efficiency:.2f}"),
-            ("knee overlap loss", f"{self.knee_overlap_loss:.2f}"),
-            (
-                "terms on",
-                (", ".join(terms) or "none")
-                + ("" if self.tile_tokens is None else f"; {self.tile_tokens}-token tiles"),
-            ),
-            ("CUDA graphs", graph_display(self)),
-        ]
-
     def __repr__(self) -> str:
-        return one_line("CalibratedCost", f"{self.hardware.slug}, {self.model.slug}", self._display_rows()[:5])
+        return one_line("CalibratedCost", f"{self.hardware.slug}, {self.model.slug}", cost_display_rows(self)[:5])
 
     def _repr_html_(self) -> str:
-        return html_table(f"CalibratedCost: {self.model.name} on {self.hardware.name}", self._display_rows())
+        return html_table(f"CalibratedCost: {self.model.name} on {self.hardware.name}", cost_display_rows(self))
 
     @property
     def _moe_active(self) -> bool:
@@ -540,8 +524,14 @@ class CalibratedCost:
 
     def weight_bytes_per_gpu(self, num_tokens: ArrayLike) -> np.ndarray | float:
         """Weight bytes a step of ``num_tokens`` tokens reads on each of the ``tp`` GPUs [B]
-        (vectorized): :meth:`weight_bytes` ``/ tp``."""
-        out = np.asarray(self.weight_bytes(num_tokens)) / self.tp
+        (vectorized): :meth:`weight_bytes` ``/ tp``; with ``expert_parallel``, the slowest GPU's
+        ``shared_bytes / tp + S(n) × expert_bytes`` (:mod:`budgetlab.cost.moe_step`)."""
+        c = self._constants
+        if c.expert_parallel is None:
+            out = np.asarray(self.weight_bytes(num_tokens)) / self.tp
+        else:
+            slowest = c.expert_parallel.slowest_experts(np.asarray(num_tokens, dtype=float))
+            out = c.shared_bytes / self.tp + np.asarray(slowest) * c.expert_bytes
         return float(out) if out.ndim == 0 else out
 
     def all_reduce_s(self, num_tokens: ArrayLike, *, cuda_graph: bool = True) -> np.ndarray | float:
@@ -583,6 +573,8 @@ class CalibratedCost:
         c = self._constants
         if not c.moe:
             return self.weight_read_s
+        if isinstance(tokens, float) and c.expert_parallel is not None:
+            return (c.shared_bytes / self.tp + c.expert_parallel.slowest_experts(tokens) * c.expert_bytes) / c.bandwidth
         if isinstance(tokens, float):
             experts = c.num_experts * (1.0 - math.pow(c.miss_fraction, tokens))
             return (c.shared_bytes + experts * c.expert_bytes) / self.tp / c.bandwidth

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from budgetlab._checks import MAX_TIME_S, MAX_TOKENS, flag, int_at_least, number_in
+from budgetlab.cost.moe_step import check_expert_parallel
 from budgetlab.errors import ConfigError, ParameterError
 from budgetlab.memory import activation_dtype_bytes, check_tp, kv_dtype_bytes, weight_bytes
 from budgetlab.specs import DTYPES, KV_CACHE_DTYPES, QUANTIZATIONS, HardwareSpec, ModelSpec
@@ -18,7 +19,7 @@ __all__ = ["check_deployment", "check_fields", "check_graph_sizes"]
 
 def check_fields(cost: Any) -> None:
     """Check a :class:`~budgetlab.cost.CalibratedCost`'s fields (hardware, model, deployment,
-    overheads, efficiencies, switches, CUDA-graph sizes).
+    overheads, efficiencies, switches, expert parallelism, CUDA-graph sizes).
 
     Raises
     ------
@@ -38,8 +39,10 @@ def check_fields(cost: Any) -> None:
     number_in("knee_overlap_loss", cost.knee_overlap_loss, low=0.0, high=1.0, what="a fraction in [0, 1]")
     for name in ("knee_weight_exponent", "knee_hidden_exponent"):
         number_in(name, getattr(cost, name), low=0.0, high=4.0, what="an exponent in [0, 4] (0: no scaling)")
-    for name in ("attention", "kv_reads", "moe", "all_reduce", "all_reduce_kernels", "graph_padding", "enforce_eager"):
+    switches = ("attention", "kv_reads", "moe", "all_reduce", "all_reduce_kernels", "graph_padding", "enforce_eager")
+    for name in (*switches, "moe_block_padding", "expert_parallel"):
         flag(name, getattr(cost, name))
+    check_expert_parallel(cost)
     check_graph_sizes(cost.cudagraph_sizes, cost.cudagraph_full_sizes)
     if cost.tile_tokens is not None:
         int_at_least(

@@ -124,6 +124,7 @@ __all__ = [
     "AllReduceFit",
     "all_reduce_algorithm",
     "all_reduce_s",
+    "fused_with_norm",
 ]
 
 KiB: Final = 1024
@@ -353,6 +354,31 @@ def all_reduce_algorithm(hardware: HardwareSpec, *, tp: int, message_bytes: floa
     if nbytes.ndim:
         raise ParameterError(f"message_bytes must be one number of bytes here, got {message_bytes!r}")
     return str(_algorithms(_rules(spec), degree, nbytes)[()])
+
+
+def fused_with_norm(hardware: HardwareSpec, *, tp: int, message_bytes: ArrayLike) -> bool | np.ndarray:
+    """Whether vLLM 0.33 fuses the all-reduce of a message with the residual add and RMSNorm
+    after it (vectorized over ``message_bytes``).
+
+    At the default ``-O2`` the ``fuse_allreduce_rms`` pass is on when TP > 1 on a Hopper or
+    Blackwell GPU with FlashInfer installed (``config/vllm.py``, ``enable_allreduce_rms_fusion``;
+    ``compilation/passes/fusion/allreduce_rms_fusion.py``), for messages within FlashInfer's
+    limits: exactly the messages :func:`all_reduce_algorithm` sends to ``"flashinfer"``. The
+    fused kernel replaces the all-reduce and the separate ``fused_add_rms_norm`` kernel.
+
+    Examples
+    --------
+    >>> from budgetlab.catalog import hardware
+    >>> fused_with_norm(hardware("h100-sxm"), tp=4, message_bytes=32 * 8192 * 2)
+    True
+    >>> fused_with_norm(hardware("a100-80gb-sxm"), tp=4, message_bytes=32 * 8192 * 2)
+    False
+    """
+    spec = _check_hardware(hardware)
+    degree = int_at_least("tp", tp, 1, what="an int >= 1 (GPUs per replica)")
+    nbytes = _check_bytes(message_bytes)
+    fused = _algorithms(_rules(spec), degree, nbytes) == "flashinfer"
+    return bool(fused) if fused.ndim == 0 else fused.astype(bool)
 
 
 def all_reduce_s(

@@ -116,6 +116,29 @@ On the ten runs below (budget 2,048, 128 sequences: graphs up to 256 tokens, FUL
 every step's GPU work exceeds 32 × 100 µs, so the launch terms show nowhere; a smaller model,
 a higher TP or ``enforce_eager`` makes them show at small batches.
 
+Mixture of experts (:mod:`budgetlab.cost.moe_step`)
+---------------------------------------------------
+
+=====================  ========  ================================================
+``moe_block_padding``  off       Decided on the ten steady runs above (the
+                                 check of ``tests/test_serving_runs.py``). On,
+                                 Mixtral at TP2 gets closer TTFTs (largest error
+                                 19.4 → 14.5 %, median 9.7 % both) but a worse
+                                 time per output token (median 6.4 → 8.1 %,
+                                 largest 12.3 → 22.5 % at 20 requests/s, past
+                                 the 15 % bound; end-to-end 11.7 → 21.8 %): a
+                                 decode-sized step's padded expert math is
+                                 counted in the knee loss, where the kernel ran
+                                 weight-bound and flat from 24 to 128 tokens
+                                 (vLLM PR #24700). Off until that overlap is
+                                 modelled; switch it on to price prefill-heavy
+                                 steps (``cost.with_(moe_block_padding=True)``).
+=====================  ========  ================================================
+
+Expert parallelism (``expert_parallel``) is a deployment field, recorded from the engine's
+``enable_expert_parallel`` by :meth:`CalibratedCost.for_engine
+<budgetlab.cost.CalibratedCost.for_engine>`, not a preset value.
+
 Terms the runs do not separate, and how they are covered:
 
 - **Async scheduling.** vLLM's default pipelined loop plans step k + 1 while step k runs, so only
@@ -159,6 +182,7 @@ GPU_PROFILE: Mapping[str, Any] = MappingProxyType(
         "all_reduce_kernels": True,
         "knee_weight_exponent": 0.7,
         "knee_hidden_exponent": 0.6,
+        "moe_block_padding": False,
     }
 )
 """Step cost as the GPU's operators take it (Vidur's H100 profile); read-only."""

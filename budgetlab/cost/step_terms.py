@@ -51,7 +51,8 @@ The breakdown
 -------------
 :func:`breakdown` recomputes a step the way :func:`step_time_s` prices it and names each part
 (:data:`STEP_TERM_NAMES`): the overheads; the binding roof's parts at full value (weight and KV
-reads when memory binds; linear math, ``graph_padding`` and attention math when compute binds)
+reads when memory binds; linear math, ``graph_padding``, ``moe_block_padding``
+(:mod:`budgetlab.cost.moe_step`) and attention math when compute binds)
 and the other roof's parts at 0, since the roof hides them; ``knee_overlap_loss``; the
 all-reduce; and the launch term of the step's mode (``piecewise_launch`` for PIECEWISE,
 ``eager_launch`` for a step without a graph). The terms add up to the step time to rounding. A
@@ -75,7 +76,8 @@ from typing import Any
 import numpy as np
 
 from budgetlab._checks import finite_array
-from budgetlab.cost.collective import all_reduce_s
+from budgetlab.cost.collective import all_reduce_s, fused_with_norm
+from budgetlab.cost.moe_step import MoeStepTable
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import ConfigError
 from budgetlab.specs import Batch
@@ -96,6 +98,7 @@ STEP_TERM_NAMES = (
     "kv_read",
     "linear_math",
     "graph_padding",
+    "moe_block_padding",
     "attention_math",
     "knee_overlap_loss",
     "all_reduce",
@@ -175,9 +178,17 @@ class _Constants:
     miss_fraction: float
     shared_bytes: float
     expert_bytes: float
+    moe_padding: MoeStepTable | None  # the moe_block_padding term; None: off
+    expert_parallel: MoeStepTable | None  # the slowest GPU's expert reads; None: tensor-parallel experts
     graph: GraphDispatch | None
     graph_padding: bool
     launch_s: tuple[float, float, float] | None  # host time per step by mode code; None: no term
+
+
+FUSED_NORM_S = 4e-6
+"""Time of the ``fused_add_rms_norm`` kernel an all-reduce absorbs when vLLM fuses the two [s]:
+Vidur's H100 operator profile times each RMSNorm of a layer at 4 µs (medians at 1 token,
+Llama 2 7B, ``data/measured/README.md``)."""
 
 
 class AllReduceTable:
@@ -186,7 +197,10 @@ class AllReduceTable:
 
     The message is the step's tokens (padded to the CUDA graph's size when the step runs in
     one) × ``hidden_size`` × the activation bytes; a step without a graph pays each call's
-    launch (``cuda_graph=False``).
+    launch (``cuda_graph=False``). Where vLLM fuses the all-reduce with the residual add and
+    RMSNorm after it (:func:`~budgetlab.cost.collective.fused_with_norm`: TP > 1 on Hopper and
+    Blackwell, small messages), the norm kernel no longer runs on its own: each such call
+    counts :data:`FUSED_NORM_S` less, taken from the norm time ``layer_overhead_s`` includes.
     """
 
     __slots__ = ("_bytes_per_token", "_cache", "_calls", "_hardware", "_tp")
@@ -196,16 +210,19 @@ class AllReduceTable:
         self._calls = 2.0 * num_layers
         self._cache: dict[tuple[float, bool], float] = {}
 
+    def _net_s(self, nbytes: Any, eager: bool) -> Any:
+        """One call's time less the norm it absorbs [s] (same operations for floats and arrays)."""
+        one = all_reduce_s(self._hardware, tp=self._tp, message_bytes=nbytes, cuda_graph=not eager)
+        fused = np.asarray(fused_with_norm(self._hardware, tp=self._tp, message_bytes=nbytes), dtype=float)
+        return self._calls * (np.asarray(one) - FUSED_NORM_S * fused)
+
     def time_s(self, tokens: Any, eager: Any) -> Any:
         """Seconds of a step's all-reduces: a float for a float ``tokens``, else an array."""
         if isinstance(tokens, float):
             key = (tokens, bool(eager))
             hit = self._cache.get(key)
             if hit is None:
-                one = all_reduce_s(
-                    self._hardware, tp=self._tp, message_bytes=tokens * self._bytes_per_token, cuda_graph=not key[1]
-                )
-                hit = self._cache[key] = self._calls * float(one)
+                hit = self._cache[key] = float(self._net_s(tokens * self._bytes_per_token, key[1]))
             return hit
         counts = np.asarray(tokens, dtype=float)
         flags = np.broadcast_to(np.asarray(eager, dtype=bool), counts.shape)
@@ -213,9 +230,7 @@ class AllReduceTable:
         for flag in (False, True):
             where = flags == flag
             if where.any():
-                nbytes = counts[where] * self._bytes_per_token
-                one = all_reduce_s(self._hardware, tp=self._tp, message_bytes=nbytes, cuda_graph=not flag)
-                out[where] = self._calls * np.asarray(one)
+                out[where] = self._net_s(counts[where] * self._bytes_per_token, flag)
         return out
 
 
@@ -306,10 +321,13 @@ def step_time_s(
     if c.kv_reads:
         memory_s = memory_s + kv_tokens * c.kv_s_per_token
     linear_tokens = tokens if padded is None else padded
+    graph_tokens = linear_tokens
     if c.tile_tokens is not None:
         tiles = float(math.ceil(linear_tokens / c.tile_tokens)) if scalar else np.ceil(linear_tokens / c.tile_tokens)
         linear_tokens = tiles * c.tile_tokens
     compute_s = linear_tokens * per_token_s
+    if c.moe_padding is not None:
+        compute_s = compute_s + c.moe_padding.padding_s(graph_tokens)
     if c.attention:
         compute_s = compute_s + pairs * c.attention_s_per_pair
     roof_s = max(memory_s, compute_s) if scalar else np.maximum(memory_s, compute_s)
@@ -412,9 +430,12 @@ def breakdown(
     kv_s = kv_tokens * c.kv_s_per_token if c.kv_reads else 0.0
     memory_s = weight_read_s + kv_s if c.kv_reads else weight_read_s
     real_linear_s = _tiles(tokens, c.tile_tokens) * per_token_s
-    linear_s = _tiles(tokens if linear_padded is None else linear_padded, c.tile_tokens) * per_token_s
+    graph_tokens = tokens if linear_padded is None else linear_padded
+    linear_s = _tiles(graph_tokens, c.tile_tokens) * per_token_s
+    moe_s = c.moe_padding.padding_s(graph_tokens) if c.moe_padding is not None and tokens > 0 else 0.0
     attention_s = pairs * c.attention_s_per_pair if c.attention else 0.0
-    compute_s = linear_s + attention_s if c.attention else linear_s
+    compute_s = linear_s + moe_s if c.moe_padding is not None else linear_s
+    compute_s = compute_s + attention_s if c.attention else compute_s
     high, low = max(memory_s, compute_s), min(memory_s, compute_s)
     knee_s = c.knee_overlap_loss * low * (low / high) if c.knee_overlap_loss > 0 and high > 0 else 0.0
     bound = "memory" if memory_s >= compute_s else "compute"
@@ -423,7 +444,7 @@ def breakdown(
             terms["weight_read"], terms["kv_read"] = weight_read_s, kv_s
         else:
             terms["linear_math"], terms["graph_padding"] = real_linear_s, linear_s - real_linear_s
-            terms["attention_math"] = attention_s
+            terms["moe_block_padding"], terms["attention_math"] = moe_s, attention_s
         terms["knee_overlap_loss"] = knee_s
         terms["step_overhead"], terms["layer_overhead"] = c.step_overhead_s, c.layers_overhead_s
         eager = mode == NONE
@@ -515,3 +536,29 @@ def graph_display(cost: Any) -> str:
         if value > 0
     ]
     return f"{ladder}{full}; terms: {', '.join(terms) or 'none'}"
+
+
+def cost_display_rows(cost: Any) -> list[tuple[str, str]]:
+    """The rows of a :class:`~budgetlab.cost.CalibratedCost`'s ``repr`` and HTML table."""
+    deployment = [f"tp={cost.tp}"] + [
+        f"{name}={getattr(cost, name)}"
+        for name, default in (("dtype", "auto"), ("kv_cache_dtype", "auto"), ("quantization", None))
+        if getattr(cost, name) != default
+    ]
+    if cost.expert_parallel:
+        deployment.append("expert parallel")
+    switches = ("attention", "kv_reads", "moe", "moe_block_padding", "all_reduce")
+    terms = [name for name in switches if getattr(cost, name)]
+    return [
+        ("deployment", ", ".join(deployment)),
+        ("weight read", fmt_latency(cost.weight_read_s)),
+        ("per token", fmt_latency(cost.per_token_s)),
+        ("step / layer overhead", f"{fmt_latency(cost.step_overhead_s)} / {fmt_latency(cost.layer_overhead_s)}"),
+        ("bandwidth / FLOP efficiency", f"{cost.bandwidth_efficiency:.2f} / {cost.flop_efficiency:.2f}"),
+        ("knee overlap loss", f"{cost.knee_overlap_loss:.2f}"),
+        (
+            "terms on",
+            (", ".join(terms) or "none") + ("" if cost.tile_tokens is None else f"; {cost.tile_tokens}-token tiles"),
+        ),
+        ("CUDA graphs", graph_display(cost)),
+    ]
