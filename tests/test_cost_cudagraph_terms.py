@@ -290,3 +290,32 @@ def test_step_log_modes_are_the_costs_dispatch_of_each_step(mode):
         if batch.num_tokens:
             assert row.padded_tokens == terms.padded_tokens
             assert terms.total_s == pytest.approx(duration, rel=1e-12)
+
+
+def test_a_cost_built_for_one_engine_dispatches_the_graphs_of_the_engine_it_simulates():
+    h100, llama = hardware("h100-sxm"), model("llama-3.1-8b")
+    small = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=8)  # graphs up to 16 tokens
+    large = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=128)  # up to 256
+    cost = CalibratedCost.typical(h100, llama, engine=small)
+    assert cost.graphs_for(small) is cost
+    moved = cost.graphs_for(large)
+    assert moved.cudagraph_sizes == CalibratedCost.typical(h100, llama, engine=large).cudagraph_sizes
+    assert max(moved.cudagraph_sizes) == 256 and max(cost.cudagraph_sizes) == 16
+    # 100 decodes: NONE under the small engine's ladder, FULL (padded to 104) under the large one's.
+    assert cost.step_terms(Batch(num_decodes=100, decode_context_tokens=10_000)).mode == "NONE"
+    assert moved.step_terms(Batch(num_decodes=100, decode_context_tokens=10_000)).mode == "FULL"
+    requests = [Request(i, 0.0, 10, 5) for i in range(100)]
+    with_instance = simulate(requests, engine=large, cost=cost)
+    with_own = simulate(requests, engine=large, cost=CalibratedCost.typical(h100, llama, engine=large))
+    assert with_instance.summary() == with_own.summary()
+    # A cost without recorded graphs stays as it is.
+    plain = CalibratedCost.typical(h100, llama)
+    assert plain.graphs_for(large) is plain
+
+
+def test_a_cost_for_another_expert_parallelism_is_refused():
+    h100, mixtral = hardware("h100-sxm"), model("mixtral-8x7b")
+    tp = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=64, tensor_parallel_size=2)
+    ep = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=64, tensor_parallel_size=2, enable_expert_parallel=True)
+    with pytest.raises(ConfigError, match="expert_parallel"):
+        simulate([Request(0, 0.0, 10, 5)], engine=ep, cost=CalibratedCost.typical(h100, mixtral, engine=tp))

@@ -146,6 +146,7 @@ from budgetlab.cost.step_terms import (
     breakdown,
     cost_display_rows,
     dispatch_step,
+    engine_graphs,
     graph_args,
     graph_arrays,
     graph_constants,
@@ -153,7 +154,6 @@ from budgetlab.cost.step_terms import (
     knee_loss,
     step_time_s,
 )
-from budgetlab.cudagraph import cudagraph_capture_sizes, full_graph_sizes, uniform_decode_query_len
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import ConfigError, ParameterError
 from budgetlab.memory import activation_dtype_bytes, kv_bytes_per_token, weight_bytes, weight_bytes_per_gpu
@@ -434,26 +434,33 @@ class CalibratedCost:
         """
         if not isinstance(engine, EngineConfig):
             raise ParameterError(f"engine must be an EngineConfig, got {type(engine).__name__}")
-        full = full_graph_sizes(engine, self.hardware) if uniform_decode_query_len(engine) == 1 else []
+        sizes, full = engine_graphs(engine, self.hardware)
         return dataclasses.replace(
             self,
             tp=engine.tensor_parallel_size,
             dtype=engine.dtype,
             kv_cache_dtype=engine.kv_cache_dtype,
             quantization=engine.quantization,
-            cudagraph_sizes=tuple(cudagraph_capture_sizes(engine, self.hardware)),
-            cudagraph_full_sizes=tuple(full),
+            cudagraph_sizes=sizes,
+            cudagraph_full_sizes=full,
             enforce_eager=bool(engine.enforce_eager),
             expert_parallel=bool(engine.enable_expert_parallel),
         )
+
+    def graphs_for(self, engine: EngineConfig) -> CalibratedCost:
+        """This cost with ``engine``'s CUDA graphs (itself if recorded already, or if it records
+        none): :func:`budgetlab.simulate` dispatches the steps of the engine it runs."""
+        sizes, full = engine_graphs(engine, self.hardware)
+        now = (sizes, full, engine.enforce_eager)
+        if self.cudagraph_sizes is None or now == (self.cudagraph_sizes, self.cudagraph_full_sizes, self.enforce_eager):
+            return self
+        return dataclasses.replace(self, cudagraph_sizes=sizes, cudagraph_full_sizes=full, enforce_eager=now[2])
 
     def with_(self, **changes: Any) -> CalibratedCost:
         """A copy with some fields changed (``cost.with_(attention=False)``); validated again."""
         return dataclasses.replace(self, **changes)
 
-    # ----------------------------------------------------------------------------------------
-    # Derived quantities
-    # ----------------------------------------------------------------------------------------
+    # Derived quantities ---------------------------------------------------------------------
 
     def __repr__(self) -> str:
         return one_line("CalibratedCost", f"{self.hardware.slug}, {self.model.slug}", cost_display_rows(self)[:5])

@@ -78,6 +78,7 @@ import numpy as np
 from budgetlab._checks import finite_array
 from budgetlab.cost.collective import all_reduce_s, fused_with_norm
 from budgetlab.cost.moe_step import MoeStepTable
+from budgetlab.cudagraph import cudagraph_capture_sizes, full_graph_sizes, uniform_decode_query_len
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import ConfigError
 from budgetlab.specs import Batch
@@ -281,6 +282,14 @@ def _tiles(tokens: float, tile_tokens: int | None) -> float:
     if tile_tokens is None:
         return tokens
     return float(math.ceil(tokens / tile_tokens)) * tile_tokens
+
+
+def engine_graphs(engine: Any, hardware: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """An engine's capture sizes and FULL (uniform decode) sizes on ``hardware`` [tokens], as
+    :meth:`CalibratedCost.for_engine <budgetlab.cost.CalibratedCost.for_engine>` records them."""
+    sizes = tuple(cudagraph_capture_sizes(engine, hardware))
+    full = tuple(full_graph_sizes(engine, hardware)) if uniform_decode_query_len(engine) == 1 else ()
+    return sizes, full
 
 
 def graph_constants(cost: Any) -> tuple[GraphDispatch | None, tuple[float, float, float] | None]:

@@ -280,6 +280,8 @@ def simulate_with(
             f"...), got {type(cost).__name__}"
         )
     check_cost_matches_engine(cost, engine)
+    if callable(getattr(cost, "graphs_for", None)):  # CalibratedCost: dispatch this engine's graphs
+        cost = cost.graphs_for(engine)
     table = request_table(requests)
     num_blocks = kv_pool_blocks(
         engine,

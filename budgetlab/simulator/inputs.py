@@ -335,7 +335,7 @@ def check_cost_matches_engine(cost: object, engine: EngineConfig) -> None:
     * a cost without a :class:`~budgetlab.specs.ModelSpec` ``model`` (ConstantCost,
       table-driven or hand-written models) is not checked.
 
-    ``tp`` and ``quantization`` must be equal; the dtypes must give the same bytes per element
+    ``tp``, ``quantization`` and expert parallelism must be equal; the dtypes must give the same bytes per element
     (:func:`budgetlab.memory.activation_dtype_bytes`, :func:`budgetlab.memory.kv_dtype_bytes`),
     so ``"auto"`` and ``"bfloat16"`` agree for a 16-bit model, as in vLLM.
 
@@ -372,6 +372,11 @@ def check_cost_matches_engine(cost: object, engine: EngineConfig) -> None:
         )
     if quantization != engine.quantization:
         differences.append(f"cost quantization={quantization!r}, engine quantization={engine.quantization!r}")
+    expert_parallel = bool(getattr(cost, "expert_parallel", False))
+    if expert_parallel != engine.enable_expert_parallel:
+        differences.append(
+            f"cost expert_parallel={expert_parallel}, engine enable_expert_parallel={engine.enable_expert_parallel}"
+        )
     if not differences:
         return
     name = type(cost).__name__
