@@ -153,6 +153,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import cast
 
 import pandas as pd
 
@@ -280,8 +281,9 @@ def simulate_with(
             f"...), got {type(cost).__name__}"
         )
     check_cost_matches_engine(cost, engine)
-    if callable(getattr(cost, "graphs_for", None)):  # CalibratedCost: dispatch this engine's graphs
-        cost = cost.graphs_for(engine)
+    graphs_for = getattr(cost, "graphs_for", None)
+    if callable(graphs_for):  # CalibratedCost: dispatch the steps with this engine's graphs
+        cost = cast(CostModel, graphs_for(engine))
     table = request_table(requests)
     num_blocks = kv_pool_blocks(
         engine,
