@@ -148,12 +148,13 @@ Terms the runs do not separate, and how they are covered:
 - **CUDA graphs.** Padding costs extra math only, which a memory-bound decode step hides; the
   launch terms above are hidden under these runs' GPU work. Where CUDA graphs also show — fewer
   launch gaps on the GPU, so a higher achieved bandwidth — is ``bandwidth_efficiency``.
-- **Tensor-parallel all-reduce.** It keeps the catalog's link latency and bandwidth. Mixtral at
-  TP2 comes out within 4–11 % on the time per output token with it, so the runs do not ask for
-  a different figure.
+- **Tensor-parallel all-reduce.** Each is the kernel vLLM 0.33 runs, priced from published H100
+  measurements (``all_reduce_kernels``, in the GPU profile above), not fitted to these runs:
+  Mixtral at TP2 comes out within 1–11 % on the time per output token with it.
 
-The other values are the GPU profile's. Errors on the ten runs (no per-run fitting): TTFT mean
-within 20 %, time per output token within 12 %, end-to-end within 11 %, and both overloaded runs
+The other values are the GPU profile's. Errors on the ten runs (no per-run fitting, their first
+60 s): TTFT mean within 20.2 % (median 9.9 %), time per output token within 10.7 % (median
+5.6 %), end-to-end within 10.1 % (median 5.5 %), and both overloaded runs
 predicted overloaded (``tests/test_serving_runs.py`` prints the table). The runs are two models
 on one GPU type: other GPUs and models get the same fractions, which is a guess until you
 calibrate against your own benchmark (:func:`budgetlab.serving.calibrate_serving`).
