@@ -319,3 +319,34 @@ def test_a_cost_for_another_expert_parallelism_is_refused():
     ep = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=64, tensor_parallel_size=2, enable_expert_parallel=True)
     with pytest.raises(ConfigError, match="expert_parallel"):
         simulate([Request(0, 0.0, 10, 5)], engine=ep, cost=CalibratedCost.typical(h100, mixtral, engine=tp))
+
+
+def test_the_step_log_dispatches_with_the_simulated_engines_graphs():
+    h100, llama = hardware("h100-sxm"), model("llama-3.1-8b")
+    small = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=8)
+    large = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=128)
+    requests = [Request(i, 0.0, 10, 5) for i in range(100)]
+    result = simulate(requests, engine=large, cost=CalibratedCost.typical(h100, llama, engine=large))
+    with_other = result.step_log().cudagraph_modes(CalibratedCost.typical(h100, llama, engine=small))
+    with_own = result.step_log().cudagraph_modes(CalibratedCost.typical(h100, llama, engine=large))
+    assert with_other.equals(with_own) and "FULL" in set(with_own["mode"].dropna())
+
+
+def test_an_eager_engine_fuses_no_norm_into_its_all_reduces():
+    h100, llama70 = hardware("h100-sxm"), model("llama-3.1-70b")
+    compiled = CalibratedCost.typical(
+        h100, llama70, engine=EngineConfig(max_num_batched_tokens=2048, max_num_seqs=64, tensor_parallel_size=4)
+    )
+    eager = CalibratedCost.typical(
+        h100,
+        llama70,
+        engine=EngineConfig(max_num_batched_tokens=2048, max_num_seqs=64, tensor_parallel_size=4, enforce_eager=True),
+    )
+    # 64 decodes (1 MiB messages, FlashInfer at TP4): the compiled engine's calls absorb the norm kernel.
+    from budgetlab.cost.step_terms import FUSED_NORM_S
+
+    assert eager.all_reduce_s(64, cuda_graph=False) - compiled.all_reduce_s(64, cuda_graph=False) == pytest.approx(
+        2 * 80 * FUSED_NORM_S, rel=1e-9
+    )
+    with pytest.raises(ParameterError, match="enforce_eager"):
+        compiled.with_(enforce_eager=True)

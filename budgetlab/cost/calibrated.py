@@ -132,7 +132,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from budgetlab._checks import finite_array
+from budgetlab._checks import finite_array, flag
 from budgetlab.cost.calibrated_checks import check_fields
 from budgetlab.cost.moe_step import MoeStepTable, moe_weight_split
 from budgetlab.cost.presets import GPU_PROFILE, TYPICAL
@@ -322,12 +322,12 @@ class CalibratedCost:
                 attention=bool(self.attention),
                 attention_s_per_pair=self.attention_flops_per_pair / flop_rate,
                 tile_tokens=self.tile_tokens,
-                knee_overlap_loss=knee_loss(self, replica_bytes),
+                knee_overlap_loss=knee_loss(self, weight_bytes_per_gpu(m, tp=self.tp, dtype=self.dtype)),
                 all_reduce=self.tp > 1 and bool(self.all_reduce),
                 all_reduce_fixed_s=2.0 * m.num_layers * hw.interconnect_latency_s,
                 all_reduce_per_token_s=2.0 * m.num_layers * ring * m.hidden_size * full / link,
                 all_reduce_table=(
-                    AllReduceTable(hw, self.tp, m.hidden_size * full, m.num_layers)
+                    AllReduceTable(hw, self.tp, m.hidden_size * full, m.num_layers, fuse=not self.enforce_eager)
                     if self.all_reduce_kernels and self.tp > 1
                     else None
                 ),
@@ -542,15 +542,14 @@ class CalibratedCost:
         return float(out) if out.ndim == 0 else out
 
     def all_reduce_s(self, num_tokens: ArrayLike, *, cuda_graph: bool = True) -> np.ndarray | float:
-        """Time of the step's all-reduces [s] (vectorized): 0 without tensor parallelism.
-
-        Two per layer of ``n × hidden × b`` bytes (``b`` the bytes of ``dtype``): with
-        ``all_reduce_kernels`` each priced by :func:`budgetlab.cost.collective.all_reduce_s`
-        (``cuda_graph=False``: a step without a graph, each call pays its launch), else the ring
-        formula ``2 × layers × (2 (tp − 1) / tp × n × hidden × b / link_bandwidth + link_latency)``.
+        """Time of the step's all-reduces [s] (vectorized): 0 without tensor parallelism. Two per
+        layer of ``n × hidden × b`` bytes: with ``all_reduce_kernels`` the kernels vLLM runs
+        (:class:`~budgetlab.cost.step_terms.AllReduceTable`; ``cuda_graph=False`` pays each launch),
+        else the ring ``2 × layers × (2 (tp − 1) / tp × n × hidden × b / link_bandwidth + link_latency)``.
         """
         tokens = np.asarray(num_tokens, dtype=float)
         c = self._constants
+        flag("cuda_graph", cuda_graph)
         if not c.all_reduce:
             out = np.zeros(tokens.shape)
         else:

@@ -44,6 +44,11 @@ def check_fields(cost: Any) -> None:
         flag(name, getattr(cost, name))
     check_expert_parallel(cost)
     check_graph_sizes(cost.cudagraph_sizes, cost.cudagraph_full_sizes)
+    if cost.enforce_eager and cost.cudagraph_sizes:
+        raise ParameterError(
+            f"enforce_eager=True with cudagraph_sizes {cost.cudagraph_sizes!r}: an eager engine captures no "
+            "graph (vLLM empties the sizes); record the engine's with cost.for_engine(engine)"
+        )
     if cost.tile_tokens is not None:
         int_at_least(
             "tile_tokens",

@@ -114,6 +114,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from budgetlab._checks import MAX_MEMORY_BYTES, finite_array, flag, int_at_least
+from budgetlab.cudagraph import is_data_center_blackwell
 from budgetlab.errors import ParameterError
 from budgetlab.specs import HardwareSpec
 
@@ -244,11 +245,11 @@ def _rules(hardware: HardwareSpec) -> _Rules:
     link = hardware.interconnect.lower()
     if not any(word in link for word in ("nvswitch", "nvlink", "infinity fabric", "xgmi")):
         return _RULES["pcie"]
+    if is_data_center_blackwell(hardware):  # B300 (10.3) has larger limits in vLLM: not modelled
+        return _RULES["sm100"]
     label = f"{hardware.slug} {hardware.name}".lower()
     if any(gpu in label for gpu in ("h100", "h200")):
         return _RULES["sm90"]
-    if any(gpu in label for gpu in ("b200", "b300", "gb200")):
-        return _RULES["sm100"]
     return _RULES["nvlink"]
 
 

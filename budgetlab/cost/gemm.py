@@ -8,6 +8,9 @@ The step cost (:class:`~budgetlab.cost.CalibratedCost`) prices that part as
 ``weight_bytes / tp`` and ``2 × params × tokens / tp``, with ``params`` the whole model's:
 :func:`layer_params` leaves out the embedding and the LM head, which prefill tokens do not run.
 
+This module is analysis: the step cost does not call it. It states what Vidur's TP profiles
+show (``tests/test_cost_tp_profiles.py``) beyond the knee rule the presets adopted.
+
 What tensor parallelism does not split
 --------------------------------------
 The two RMSNorms and the residual adds of every layer work on the full hidden vector of every
@@ -39,9 +42,9 @@ What the same profiles show and this module does not model
   lower apparent rate. Vidur times each kernel alone in eager mode, so launch latency is part
   of it; a CUDA-graph step largely hides it.
 * The knee: between about 128 and 512 tokens the four GEMMs overlap weight streaming and math
-  better the larger they are. Fitted per profile, the knee loss of
-  :class:`~budgetlab.cost.CalibratedCost` is 0.15-0.35 for Llama 2 70B and CodeLlama 34B on H100
-  at TP 1-8 and 0.65-1.0 for Llama 2 7B, whose profile set the preset's 0.70.
+  better the larger they are. Fitted per profile and TP, the knee loss of
+  :class:`~budgetlab.cost.CalibratedCost` runs from 0.10 (Llama 2 70B at TP1 on H100) to 1.0
+  (Llama 2 7B at TP 4-8); :func:`~budgetlab.cost.step_terms.knee_loss` is the rule the presets use.
 * Tile and wave quantization: 8 tokens past 128, 256 or 512 the four GEMMs take up to 1.8
   times as long as at the multiple (Llama 2 70B on H100, 512 to 520 tokens, at every TP).
 """

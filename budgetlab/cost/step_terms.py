@@ -22,9 +22,10 @@ per-step path well under a microsecond.
 ``graph_padding`` (switch)
     In FULL and PIECEWISE a step runs on the captured size it was padded to, so the linear
     layers' math (the compute roof's ``T(n)``, before GEMM tiles) is that of the padded token
-    count. Attention FLOPs, weight and KV bytes and the all-reduce stay those of the real
-    tokens. A memory-bound decode step hides the extra math; a compute-bound mixed step pays
-    it (a 257-token step padded to 272 costs the linear math of 272).
+    count, and so is the all-reduce's message (:class:`AllReduceTable`; the ring formula keeps
+    the real tokens). Attention FLOPs and weight and KV bytes stay those of the real tokens. A
+    memory-bound decode step hides the extra math; a compute-bound mixed step pays it (a
+    257-token step padded to 272 costs the linear math of 272).
 ``piecewise_layer_launch_s`` [s per layer]
     Host (CPU) time per layer when the compiled model runs outside a FULL graph: in PIECEWISE
     the attention of every layer runs eagerly between the graph pieces, so each layer costs a
@@ -200,22 +201,26 @@ class AllReduceTable:
     one) × ``hidden_size`` × the activation bytes; a step without a graph pays each call's
     launch (``cuda_graph=False``). Where vLLM fuses the all-reduce with the residual add and
     RMSNorm after it (:func:`~budgetlab.cost.collective.fused_with_norm`: TP > 1 on Hopper and
-    Blackwell, small messages), the norm kernel no longer runs on its own: each such call
-    counts :data:`FUSED_NORM_S` less, taken from the norm time ``layer_overhead_s`` includes.
+    Blackwell, small messages, a compiled engine: not under ``enforce_eager``), the norm kernel
+    no longer runs on its own: each such call counts :data:`FUSED_NORM_S` less (never below 0),
+    taken from the norm time ``layer_overhead_s`` includes.
     """
 
-    __slots__ = ("_bytes_per_token", "_cache", "_calls", "_hardware", "_tp")
+    __slots__ = ("_bytes_per_token", "_cache", "_calls", "_fuse", "_hardware", "_tp")
 
-    def __init__(self, hardware: Any, tp: int, bytes_per_token: float, num_layers: int) -> None:
+    def __init__(self, hardware: Any, tp: int, bytes_per_token: float, num_layers: int, *, fuse: bool = True) -> None:
         self._hardware, self._tp, self._bytes_per_token = hardware, tp, bytes_per_token
         self._calls = 2.0 * num_layers
+        self._fuse = fuse  # False under enforce_eager: no torch.compile, so no fusion pass
         self._cache: dict[tuple[float, bool], float] = {}
 
     def _net_s(self, nbytes: Any, eager: bool) -> Any:
         """One call's time less the norm it absorbs [s] (same operations for floats and arrays)."""
-        one = all_reduce_s(self._hardware, tp=self._tp, message_bytes=nbytes, cuda_graph=not eager)
+        one = np.asarray(all_reduce_s(self._hardware, tp=self._tp, message_bytes=nbytes, cuda_graph=not eager))
+        if not self._fuse:
+            return self._calls * one
         fused = np.asarray(fused_with_norm(self._hardware, tp=self._tp, message_bytes=nbytes), dtype=float)
-        return self._calls * (np.asarray(one) - FUSED_NORM_S * fused)
+        return self._calls * (one - np.minimum(FUSED_NORM_S, one) * fused)
 
     def time_s(self, tokens: Any, eager: Any) -> Any:
         """Seconds of a step's all-reduces: a float for a float ``tokens``, else an array."""
@@ -247,8 +252,9 @@ def knee_loss(cost: Any, replica_bytes: float) -> float:
     """The knee overlap loss of a deployment [-]: ``min(1, knee_overlap_loss × (W₀ / W)^a ×
     (H₀ / H)^b)``.
 
-    ``W`` is the weight bytes of one layer on one GPU (``replica_bytes / num_layers``; for a
-    mixture of experts with ``moe`` on, its active share: the GEMMs a token runs), ``H`` the
+    ``W`` is the 16-bit weight bytes of one layer on one GPU (``replica_bytes / num_layers``,
+    unquantized: a quantized model keeps its GEMM shapes, and the fit saw 16-bit profiles only;
+    for a mixture of experts with ``moe`` on, the active share: the GEMMs a token runs), ``H`` the
     hidden size (the GEMMs' reduction width), ``W₀`` and ``H₀`` the calibration step's
     (:data:`KNEE_REFERENCE_LAYER_BYTES`, :data:`KNEE_REFERENCE_HIDDEN`), ``a`` and ``b`` the
     cost's ``knee_weight_exponent`` and ``knee_hidden_exponent``. A layer with more weights
@@ -264,7 +270,7 @@ def knee_loss(cost: Any, replica_bytes: float) -> float:
     if loss == 0.0 or (a == 0.0 and b == 0.0):
         return loss
     layer_bytes = replica_bytes / cost.model.num_layers
-    if cost.moe and cost.model.num_experts > 1:  # a token's GEMMs are its experts': the active share
+    if cost._moe_active:  # a token's GEMMs are its experts': the active share
         layer_bytes = layer_bytes * (cost.model.num_active_params / cost.model.num_params)
     scale = (KNEE_REFERENCE_LAYER_BYTES / layer_bytes) ** a * (KNEE_REFERENCE_HIDDEN / cost.model.hidden_size) ** b
     return min(1.0, loss * scale)

@@ -33,9 +33,9 @@ from budgetlab.errors import DataFormatError, DoesNotFitError, ParameterError, R
 from budgetlab.experiments.executors import SerialExecutor
 from budgetlab.experiments.published import read_published_csv, shared_real_path
 from budgetlab.experiments.serving_runs import (
-    OVERLOAD_FAILED_FRACTION,
     check_serving_runs,
     gpu_from_name,
+    measured_overloaded,
     model_from_checkpoint,
     read_serving_runs,
     run_engine,
@@ -338,13 +338,13 @@ def run_tpot_by_tp(
 def steady_runs_at_rate(runs: pd.DataFrame | str | os.PathLike[str], rate_per_s: float) -> list[int]:
     """The ``run`` numbers of the steady published stages offered ``rate_per_s``, one per model.
 
-    A stage is steady when at most
-    :data:`~budgetlab.experiments.serving_runs.OVERLOAD_FAILED_FRACTION` of its requests failed;
-    of several stages of one model at that rate the first is taken. ``[]`` when none matches.
+    A stage is steady when it was not overloaded
+    (:func:`~budgetlab.experiments.serving_runs.measured_overloaded`); of several stages of one
+    model at that rate the first is taken. ``[]`` when none matches.
     """
     frame = runs if isinstance(runs, pd.DataFrame) else read_serving_runs(runs)
     rate = number_in("rate_per_s", rate_per_s, low=0.0, low_open=True, what="> 0 requests per second")
-    steady = frame.num_failures <= OVERLOAD_FAILED_FRACTION * frame.num_requests
+    steady = ~measured_overloaded(frame)
     chosen = frame[steady & np.isclose(frame.requested_rate_per_s.astype(float), rate)]
     return [int(run) for run in chosen.drop_duplicates("model").run]
 

@@ -60,6 +60,7 @@ from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
 __all__ = [
     "OVERLOAD_FAILED_FRACTION",
     "OVERLOAD_MEASURED_TTFT_S",
+    "measured_overloaded",
     "gpu_from_name",
     "model_from_checkpoint",
     "ServingRunsCheck",
@@ -92,6 +93,16 @@ _ENGINE_KNOBS = ("max_num_batched_tokens", "max_num_seqs", "max_model_len")
 def default_runs_path() -> Path | None:
     """``vllm_serving_h100_inference_sim.csv`` in the developers' shared data, if present."""
     return shared_real_path("vllm_serving_h100_inference_sim.csv")
+
+
+def measured_overloaded(runs: pd.DataFrame | pd.Series) -> Any:
+    """Whether each published stage was overloaded, as measured (bool, or a boolean Series):
+    more than :data:`OVERLOAD_FAILED_FRACTION` of its requests failed, or its mean TTFT passed
+    :data:`OVERLOAD_MEASURED_TTFT_S`."""
+    failed = runs["num_failures"].astype(float) if isinstance(runs, pd.DataFrame) else float(runs["num_failures"])
+    requests = runs["num_requests"].astype(float) if isinstance(runs, pd.DataFrame) else float(runs["num_requests"])
+    ttft = runs["ttft_mean_s"].astype(float) if isinstance(runs, pd.DataFrame) else float(runs["ttft_mean_s"])
+    return (failed > OVERLOAD_FAILED_FRACTION * requests) | (ttft > OVERLOAD_MEASURED_TTFT_S)
 
 
 def read_serving_runs(path: str | os.PathLike[str]) -> pd.DataFrame:
@@ -416,10 +427,7 @@ def check_serving_runs(
             "tpot_s_predicted": tpot,
             "e2e_mean_s_measured": float(row["e2e_mean_s"]),
             "e2e_mean_s_predicted": e2e,
-            "overloaded_measured": bool(
-                float(row["num_failures"]) > OVERLOAD_FAILED_FRACTION * float(row["num_requests"])
-                or float(row["ttft_mean_s"]) > OVERLOAD_MEASURED_TTFT_S
-            ),
+            "overloaded_measured": bool(measured_overloaded(row)),
             "overloaded_predicted": bool(ttft > _OVERLOAD_TTFT_S or drain > _OVERLOAD_DRAIN_S),
             "prefix_hit_rate": float(result.summary()["prefix_hit_rate"]),
         }

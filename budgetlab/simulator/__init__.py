@@ -441,4 +441,4 @@ class SimResult:
         scheduling the step; none of them runs in it), ``first_token`` and ``finished``
         (request ids).
         """
-        return StepLog(self._trace)
+        return StepLog(self._trace, self.engine)

@@ -61,8 +61,9 @@ class StepLog(Sequence[dict[str, Any]]):
     tables, without any dict.
     """
 
-    def __init__(self, trace: Trace) -> None:
+    def __init__(self, trace: Trace, engine: Any = None) -> None:
         self._trace = trace
+        self._engine = engine  # the simulated engine: its CUDA graphs dispatch the steps
 
     # ---------------------------------------------------------------------------------------
     # Index (global step number -> where the step is recorded)
@@ -351,7 +352,8 @@ class StepLog(Sequence[dict[str, Any]]):
         cost : CalibratedCost
             A cost with an engine's graphs recorded (``CalibratedCost.typical(hw, model,
             engine=engine)`` or ``cost.for_engine(engine)``), normally the one simulated: its
-            ``cudagraph_modes`` dispatches the steps.
+            ``cudagraph_modes`` dispatches the steps, with the simulated engine's graphs
+            (``cost.graphs_for(engine)``, as :func:`budgetlab.simulate` ran them).
 
         Returns
         -------
@@ -361,6 +363,9 @@ class StepLog(Sequence[dict[str, Any]]):
             iteration that schedules nothing) and ``padded_tokens`` (the captured size it runs
             on, ``num_tokens`` under NONE, 0 for an empty iteration) [tokens].
         """
+        graphs_for = getattr(cost, "graphs_for", None)
+        if self._engine is not None and callable(graphs_for):  # the ladder of the engine simulated
+            cost = graphs_for(self._engine)
         tokens, uniform = self._step_compositions()
         ran = tokens > 0
         modes = np.full(len(tokens), None, dtype=object)
