@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import dataclasses
-import inspect
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any, cast
@@ -114,13 +113,6 @@ def _executor(args: argparse.Namespace) -> Iterator[cf.Executor | None]:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _with_progress(fn: Callable[..., Any], progress: bool | None, **kwargs: Any) -> Any:
-    """``fn(**kwargs)``, passing ``progress`` only when ``fn`` takes it."""
-    if "progress" in inspect.signature(fn).parameters:
-        kwargs["progress"] = progress
-    return fn(**kwargs)
-
-
 # --------------------------------------------------------------------------------------------
 # simulate
 # --------------------------------------------------------------------------------------------
@@ -218,9 +210,8 @@ def sweep_command(args: argparse.Namespace, out: IO[str]) -> Document:
     progress = Progress(args.progress)
     progress.start(f"sweeping {len(budgets) * len(caps) * len(rates)} grid points")
     with _executor(args) as executor:
-        table = _with_progress(
-            sweep,
-            args.progress,
+        table = sweep(
+            progress=args.progress,
             workload=workload,
             budgets=budgets,
             max_num_seqs=caps,
@@ -284,9 +275,8 @@ def capacity_command(args: argparse.Namespace, out: IO[str]) -> Document:
     extra = {} if args.tolerance is None else {"tolerance_fraction": args.tolerance}
     progress = Progress(args.progress)
     progress.start("searching for the capacity")
-    result = _with_progress(
-        capacity,
-        args.progress,
+    result = capacity(
+        progress=args.progress,
         workload=workload,
         slo=slo,
         engine=engine,
@@ -297,7 +287,7 @@ def capacity_command(args: argparse.Namespace, out: IO[str]) -> Document:
         **extra,
     )
     progress.done(f"searched ({result.num_simulations} simulations)")
-    numbers = result.numbers()
+    numbers: dict[str, Any] = result.numbers()
     lines = [("engine", _engine_text(engine)), ("workload", words), ("SLO", slo_text)]
     _header(out, "capacity", args, setting, lines)
     at = numbers["at_capacity"]
@@ -327,9 +317,8 @@ def tune_command(args: argparse.Namespace, out: IO[str]) -> Document:
     progress = Progress(args.progress)
     progress.start("tuning the budget and max_num_seqs")
     with _executor(args) as executor:
-        result = _with_progress(
-            tune,
-            args.progress,
+        result = tune(
+            progress=args.progress,
             workload=workload,
             slo=slo,
             hardware=setting.hardware,
@@ -341,7 +330,7 @@ def tune_command(args: argparse.Namespace, out: IO[str]) -> Document:
             **extra,
         )
     progress.done("tuned")
-    numbers = result.numbers()
+    numbers: dict[str, Any] = result.numbers()
     _header(out, "tune", args, setting, [("workload", words), ("SLO", slo_text)])
     rows = [
         ["max_num_batched_tokens", numbers["max_num_batched_tokens"]],
