@@ -11,7 +11,7 @@ from typing import Any
 from budgetlab._checks import int_at_least
 from budgetlab.errors import ConfigError
 
-__all__ = ["check_cudagraph_fields"]
+__all__ = ["check_cudagraph_fields", "check_formats"]
 
 
 def check_cudagraph_fields(engine: Any) -> None:
@@ -39,3 +39,24 @@ def check_cudagraph_fields(engine: Any) -> None:
                 f"max_cudagraph_capture_size ({top}) must equal the largest cudagraph_capture_sizes entry "
                 f"within the budget ({largest}), as vLLM requires; set only one of the two or make them agree."
             )
+
+
+def check_formats(engine: Any, *, dtypes: tuple, kv_cache_dtypes: tuple, quantizations: tuple) -> None:
+    """Check an engine config's ``dtype``, ``kv_cache_dtype`` and ``quantization`` against the
+    values :mod:`budgetlab.specs` allows.
+
+    Raises
+    ------
+    ConfigError
+        A value not in its list; the message names the list and vLLM's flag.
+    """
+    for name, allowed, flag_name in (
+        ("dtype", dtypes, "--dtype"),
+        ("kv_cache_dtype", kv_cache_dtypes, "--kv-cache-dtype"),
+        ("quantization", quantizations, "weight format: fp8, W8A8 int8, 4-bit GPTQ/AWQ/W4A16, MXFP4 or NVFP4"),
+    ):
+        value = getattr(engine, name)
+        if not any(value is option or (isinstance(value, str) and value == option) for option in allowed):
+            names = ", ".join(repr(option) for option in allowed)
+            where = flag_name if flag_name.startswith("weight") else f"vLLM's {flag_name}"
+            raise ConfigError(f"{name} must be one of {names} ({where}), got {value!r}")

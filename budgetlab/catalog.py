@@ -41,8 +41,10 @@ from typing import Any, Generic, TypeVar
 
 import pandas as pd
 
-from budgetlab.errors import CatalogError, ParameterError, UnknownNameError
+from budgetlab.attention import AttentionLayout
+from budgetlab.errors import CatalogError, ConfigError, ParameterError, UnknownNameError
 from budgetlab.specs import HardwareSpec, ModelSpec
+from budgetlab.vision import VisionEncoder
 
 __all__ = [
     "data_path",
@@ -188,6 +190,31 @@ class _Row:
         """A positive number, or ``None`` for an empty cell."""
         return self.positive_float(column) if self.cells[column] else None
 
+    def attention_layout(self, column: str) -> AttentionLayout | None:
+        """An :class:`~budgetlab.attention.AttentionLayout` as :meth:`AttentionLayout.parse
+        <budgetlab.attention.AttentionLayout.parse>` reads it over the row's ``num_layers``, or
+        ``None`` (every layer full attention) for an empty cell."""
+        if not self.cells[column]:
+            return None
+        try:
+            return AttentionLayout.parse(self.cells[column], self.positive_int("num_layers"))
+        except ConfigError as exc:
+            raise self.error(column, str(exc)) from None
+
+    def optional_positive_int(self, column: str) -> int | None:
+        """A whole number > 0, or ``None`` for an empty cell."""
+        return self.positive_int(column) if self.cells[column] else None
+
+    def vision_encoder(self, column: str) -> VisionEncoder | None:
+        """A :class:`~budgetlab.vision.VisionEncoder` as :meth:`VisionEncoder.parse
+        <budgetlab.vision.VisionEncoder.parse>` reads it, or ``None`` (text only) for an empty cell."""
+        if not self.cells[column]:
+            return None
+        try:
+            return VisionEncoder.parse(self.cells[column])
+        except ConfigError as exc:
+            raise self.error(column, str(exc)) from None
+
     def boolean(self, column: str) -> bool:
         """``true``/``false`` (any case); an empty cell is ``false``."""
         raw = self.cells[column].lower()
@@ -206,6 +233,9 @@ def _field_kinds(spec_type: type) -> dict[str, Callable[[_Row, str], Any]]:
         "int": _Row.positive_int,
         "float | None": _Row.optional_positive_float,
         "bool": _Row.boolean,
+        "AttentionLayout | None": _Row.attention_layout,
+        "VisionEncoder | None": _Row.vision_encoder,
+        "int | None": _Row.optional_positive_int,
     }
     kinds = {}
     for f in dataclasses.fields(spec_type):

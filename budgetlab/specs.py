@@ -14,10 +14,13 @@ from typing import Literal
 
 from budgetlab import _checks as limits
 from budgetlab._checks import finite_number, flag, int_at_least, number_in
-from budgetlab._engine_checks import check_cudagraph_fields
+from budgetlab._engine_checks import check_cudagraph_fields, check_formats
+from budgetlab.attention import AttentionLayout, KVGroup, normalize_kv_groups
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import ConfigError
+from budgetlab.formats import DTYPES, KV_CACHE_DTYPES, QUANTIZATIONS
 from budgetlab.text import fmt_bandwidth, fmt_flops_rate, fmt_gib, fmt_int
+from budgetlab.vision import VisionEncoder
 
 __all__ = [
     "HardwareSpec",
@@ -126,17 +129,9 @@ class HardwareSpec:
 
 
 _MODEL_INT_FIELDS = (
-    "num_layers",
-    "hidden_size",
-    "num_attention_heads",
-    "num_kv_heads",
-    "head_dim",
-    "intermediate_size",
-    "vocab_size",
-    "num_experts",
-    "num_experts_per_token",
-    "dtype_bytes",
-)
+    "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim", "intermediate_size",
+    "vocab_size", "num_experts", "num_experts_per_token", "dtype_bytes",
+)  # fmt: skip
 """The :class:`ModelSpec` fields that are whole numbers >= 1 (layers, widths, heads, experts, bytes)."""
 
 
@@ -180,17 +175,23 @@ class ModelSpec:
         Whether the output projection reuses the token embedding (``config.json``'s
         ``tie_word_embeddings``); it sets how many parameters stay in 16 bits when the other
         weights are quantized (:func:`budgetlab.memory.embedding_params`).
+    attention : AttentionLayout or None
+        The attention kind of every layer (sliding window, chunked local, MLA, Mamba/linear;
+        :mod:`budgetlab.attention`); ``None`` (default): every layer full attention with
+        ``num_kv_heads`` grouped-query heads.
+    vision : VisionEncoder or None
+        A multimodal checkpoint's vision encoder, which vLLM loads and profiles beside the text
+        model (:mod:`budgetlab.vision`; not in ``num_params``); ``None``: text only.
+    rope_table_rows : int or None
+        Positions of the rotary cos/sin tables vLLM precomputes, summed over the model's distinct
+        rotary embeddings (:func:`budgetlab.memory.rope_table_bytes`); ``None``: not counted.
 
     Raises
     ------
     ConfigError
-        A parameter count that is not a finite number > 0, a width, count or byte size that is
-        not an int >= 1 (a bool, a float or a string is refused), or a ``tie_word_embeddings``
-        that is not a bool; or a number above its ceiling (:mod:`budgetlab._checks`): over 1e15
-        parameters, a dimension over 2**24, more than 8 bytes per element. The relations
-        between fields (active <= total parameters, KV heads dividing the query heads, ...) are
-        checked where catalog rows and Hugging Face configs are read (:mod:`budgetlab.catalog`,
-        :func:`budgetlab.model_from_hf_config`).
+        A field of the wrong type or range: parameter counts finite in (0, 1e15], widths, counts
+        and bytes ints in [1, 2**24] (bytes <= 8). Relations between fields are checked where
+        rows are read (:mod:`budgetlab.catalog`, :func:`budgetlab.model_from_hf_config`).
     """
 
     slug: str
@@ -209,6 +210,9 @@ class ModelSpec:
     dtype_bytes: int = 2
     source: str = field(default="", compare=False)
     tie_word_embeddings: bool = False
+    attention: AttentionLayout | None = None
+    vision: VisionEncoder | None = None
+    rope_table_rows: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("num_params", "num_active_params"):
@@ -218,6 +222,15 @@ class ModelSpec:
             bound = limits.MAX_DTYPE_BYTES if name == "dtype_bytes" else limits.MAX_MODEL_DIMENSION
             int_at_least(name, getattr(self, name), 1, what="an int >= 1", error=ConfigError, maximum=bound)
         flag("tie_word_embeddings", self.tie_word_embeddings, error=ConfigError)
+        layout = self.attention
+        if layout is not None and (not isinstance(layout, AttentionLayout) or layout.num_layers != self.num_layers):
+            raise ConfigError(
+                f"attention must be an AttentionLayout with one kind per layer ({self.num_layers}), got {layout!r}"
+            )
+        if self.vision is not None and not isinstance(self.vision, VisionEncoder):
+            raise ConfigError(f"vision must be a budgetlab.vision.VisionEncoder or None, got {self.vision!r}")
+        if self.rope_table_rows is not None:
+            int_at_least("rope_table_rows", self.rope_table_rows, 1, what="an int >= 1 or None", error=ConfigError)
 
     @property
     def weight_bytes(self) -> float:
@@ -257,16 +270,6 @@ QUEUE_POLICIES = ("fcfs", "priority")
 """Values of :attr:`EngineConfig.scheduling_policy`: vLLM's ``--scheduling-policy`` (how the
 waiting queue is ordered and who is preempted)."""
 QueuePolicy = Literal["fcfs", "priority"]
-DTYPES = ("auto", "bfloat16", "float16", "half", "float32", "float")
-"""Values of :attr:`EngineConfig.dtype`: vLLM's ``--dtype`` (weights and activations)."""
-KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
-"""Values of :attr:`EngineConfig.kv_cache_dtype`: vLLM's ``--kv-cache-dtype`` ("auto" follows
-``dtype``; the three fp8 spellings store one byte per element)."""
-QUANTIZATIONS = (None, "fp8", "int8", "int4")
-"""Values of :attr:`EngineConfig.quantization`: how the linear layers' weights are stored
-(``None``: in ``dtype``; ``"fp8"``/``"int8"``: one byte per weight, e.g. vLLM's ``fp8`` or a
-compressed-tensors W8A8 checkpoint; ``"int4"``: four bits with a 16-bit scale per 128 weights,
-e.g. GPTQ/AWQ/W4A16). Embeddings and the output projection stay in ``dtype``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -366,6 +369,14 @@ class EngineConfig:
         (:mod:`budgetlab.cost.moe_step`). No effect at ``tensor_parallel_size`` 1; refused
         with a model without experts, as vLLM does (checked where the model is known,
         :meth:`CalibratedCost.for_engine <budgetlab.cost.CalibratedCost.for_engine>`).
+    kv_groups : tuple or None
+        The KV-cache groups the scheduler allocates for, one entry per group, each ``"full"``,
+        ``("sliding_window", W)``, ``("chunked_local", C)`` or ``("mamba", state_bytes)``, all
+        drawing ``block_size``-token blocks from one pool (:mod:`budgetlab.attention`).
+        ``None`` (default) derives them from the model as vLLM's hybrid KV cache manager does
+        (:func:`budgetlab.attention.kv_cache_groups`; one ``"full"`` group for a model whose
+        layers are all full attention); set it for what-ifs (``("full",)`` is vLLM's
+        ``--disable-hybrid-kv-cache-manager``).
 
     Raises
     ------
@@ -396,6 +407,7 @@ class EngineConfig:
     max_cudagraph_capture_size: int | None = None
     enforce_eager: bool = False
     enable_expert_parallel: bool = False
+    kv_groups: tuple[KVGroup, ...] | None = None
 
     def _display_rows(self) -> list[tuple[str, str]]:
         """The budget and the cap, then every field that differs from its default."""
@@ -504,16 +516,9 @@ class EngineConfig:
             what="an int >= 1 (pipeline stages per replica)",
             error=ConfigError,
         )
-        for name, allowed, flag_name in (
-            ("dtype", DTYPES, "--dtype"),
-            ("kv_cache_dtype", KV_CACHE_DTYPES, "--kv-cache-dtype"),
-            ("quantization", QUANTIZATIONS, "weight format: fp8, W8A8 int8, or 4-bit GPTQ/AWQ/W4A16"),
-        ):
-            value = getattr(self, name)
-            if not any(value is option or (isinstance(value, str) and value == option) for option in allowed):
-                names = ", ".join(repr(option) for option in allowed)
-                where = flag_name if flag_name.startswith("weight") else f"vLLM's {flag_name}"
-                raise ConfigError(f"{name} must be one of {names} ({where}), got {value!r}")
+        check_formats(self, dtypes=DTYPES, kv_cache_dtypes=KV_CACHE_DTYPES, quantizations=QUANTIZATIONS)
+        if self.kv_groups is not None:
+            object.__setattr__(self, "kv_groups", normalize_kv_groups(self.kv_groups))
         if self.policy not in SCHEDULING_POLICIES:
             raise ConfigError(f"policy must be one of {', '.join(SCHEDULING_POLICIES)}, got {self.policy!r}")
         if self.scheduling_policy not in QUEUE_POLICIES:
