@@ -22,7 +22,9 @@ query / KV heads, ``f`` = MLP inner width, ``E`` = experts):
 
 and once: the token embedding ``vocab·h``, the final norm ``h`` and the output projection
 ``vocab·h`` unless ``tie_word_embeddings``. Active parameters per token count ``top_k`` experts
-instead of ``E``. Rotary embeddings have no weights.
+instead of ``E``. Rotary embeddings have no weights. GPT-OSS, Llama 4, DeepSeek V2/V3, Kimi K2,
+Qwen3-Next and Qwen3.5, whose layers differ, are counted layer by layer
+(:func:`budgetlab.hf_families.layer_params`); a multimodal wrapper counts its language model only.
 
 Examples
 --------
@@ -55,13 +57,16 @@ from budgetlab._checks import (
     is_int,
     number_in,
 )
+from budgetlab.attention import AttentionLayout
 from budgetlab.catalog import model as catalog_model
 from budgetlab.errors import ParameterError, UnknownNameError
+from budgetlab.hf_families import attention_layout, hf_quantization, layer_params, refuse_unsupported
 from budgetlab.specs import ModelSpec
 
 __all__ = [
     "model_from_hf_config",
     "read_hf_config",
+    "hf_quantization",
     "HFArchitecture",
     "ParamCount",
     "DEFAULT_PARAMS_RTOL",
@@ -90,24 +95,6 @@ _QK_NORM_TYPES = frozenset({"qwen3", "qwen3_moe", "gemma3", "gemma3_text"})
 _FOUR_NORM_TYPES = frozenset({"gemma2", "gemma3", "gemma3_text"})
 """Families with four norms per layer (pre/post attention, pre/post feed-forward)."""
 
-_UNSUPPORTED_TYPES: Mapping[str, str] = {
-    "phi": "a two-matrix (ungated) MLP and LayerNorms with biases",
-    "gpt2": "a two-matrix (ungated) MLP and LayerNorms with biases",
-    "gpt_neox": "a two-matrix (ungated) MLP and LayerNorms with biases",
-    "gptj": "a two-matrix (ungated) MLP",
-    "gpt_bigcode": "a two-matrix (ungated) MLP and multi-query attention with biases",
-    "starcoder2": "a two-matrix (ungated) MLP with biases",
-    "falcon": "a two-matrix (ungated) MLP and parallel attention",
-    "opt": "a two-matrix (ungated) MLP with biases",
-    "bloom": "a two-matrix (ungated) MLP with biases",
-    "gpt_oss": "attention sinks and biased experts",
-    "llama4": "shared experts interleaved with dense layers (and a vision encoder)",
-    "llama4_text": "shared experts interleaved with dense layers",
-    "mllama": "cross-attention layers to a vision encoder",
-    "jamba": "Mamba layers between attention layers",
-    "qwen3_next": "linear-attention layers and a shared expert",
-}
-"""``model_type`` values a :class:`ModelSpec` cannot describe, and why."""
 
 _SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 """The catalog's slug rule (:mod:`budgetlab.catalog`): lower case, digits, '.', '-', '_'."""
@@ -146,6 +133,11 @@ class ParamCount:
         Experts per MoE layer; 1 for a dense model.
     num_experts_per_token : int
         Experts each token uses; 1 for a dense model.
+    per_layer : tuple of (int, int)
+        For a model whose layers differ (:data:`budgetlab.hf_families.FAMILY_TYPES`: dense and MoE
+        layers, linear-attention layers, shared experts, MLA), every layer's parameters with all
+        experts and with the experts one token uses, norms included [count]; they replace the
+        uniform per-layer sum. Empty (default) for the uniform families.
     """
 
     embedding: int
@@ -158,20 +150,24 @@ class ParamCount:
     num_layers: int
     num_experts: int
     num_experts_per_token: int
+    per_layer: tuple[tuple[int, int], ...] = ()
 
-    def _with_experts(self, experts: int) -> int:
+    def _with_experts(self, experts: int, *, which: int) -> int:
+        outside = self.embedding + self.lm_head + self.final_norm
+        if self.per_layer:
+            return sum(layer[which] for layer in self.per_layer) + outside
         per_layer = self.attention_per_layer + experts * self.mlp_per_expert + self.router_per_layer
-        return self.num_layers * (per_layer + self.norms_per_layer) + self.embedding + self.lm_head + self.final_norm
+        return self.num_layers * (per_layer + self.norms_per_layer) + outside
 
     @property
     def total(self) -> int:
         """Every parameter, all experts included [count]."""
-        return self._with_experts(self.num_experts)
+        return self._with_experts(self.num_experts, which=0)
 
     @property
     def active(self) -> int:
         """Parameters one token uses: ``num_experts_per_token`` experts, router included [count]."""
-        return self._with_experts(self.num_experts_per_token)
+        return self._with_experts(self.num_experts_per_token, which=1)
 
     @property
     def non_embedding(self) -> int:
@@ -223,6 +219,12 @@ class HFArchitecture:
         RMSNorm weight vectors per layer: 2, or 4 for Gemma 2 and Gemma 3.
     dtype_bytes : int
         Bytes per weight as served [B] (:data:`DTYPE_BYTES`; default 2).
+    attention : AttentionLayout or None
+        The attention kind of every layer (:func:`budgetlab.hf_families.attention_layout`);
+        ``None`` when every layer is full grouped-query attention.
+    layer_params : tuple of (int, int)
+        Per-layer counts of the families :func:`budgetlab.hf_families.layer_params` counts
+        (:attr:`ParamCount.per_layer`); empty for the uniform families.
     """
 
     model_type: str
@@ -242,6 +244,8 @@ class HFArchitecture:
     qk_norm: bool = False
     norms_per_layer: int = 2
     dtype_bytes: int = 2
+    attention: AttentionLayout | None = None
+    layer_params: tuple[tuple[int, int], ...] = ()
 
     def param_count(self) -> ParamCount:
         """The parameters of this architecture, per matrix group (see the module docstring)."""
@@ -268,6 +272,7 @@ class HFArchitecture:
             num_layers=self.num_layers,
             num_experts=self.num_experts,
             num_experts_per_token=self.num_experts_per_token,
+            per_layer=self.layer_params,
         )
 
 
@@ -336,51 +341,9 @@ def _unwrap(config: Mapping[str, object], where: str) -> tuple[Mapping[str, obje
         raise ParameterError(f"{where}: text_config must be an object of the language model's keys, got {text!r}")
     merged = {key: config[key] for key in ("torch_dtype", "dtype", "tie_word_embeddings") if key in config}
     merged.update(text)
-    return merged, f"{where} (its text_config)"
-
-
-def _refuse_unsupported(config: Mapping[str, object], where: str) -> None:
-    """Raise for an architecture a :class:`ModelSpec` cannot describe, naming the key."""
-    model_type = config.get("model_type")
-    if isinstance(model_type, str) and model_type in _UNSUPPORTED_TYPES:
-        raise ParameterError(
-            f"{where}: model_type {model_type!r} has {_UNSUPPORTED_TYPES[model_type]}, which a ModelSpec "
-            "(gated MLP, grouped-query attention, optional uniform MoE) cannot describe; write its "
-            "ModelSpec by hand with the published parameter count"
-        )
-    reasons = {
-        "kv_lora_rank": "multi-head latent attention (its KV cache is not heads × head_dim)",
-        "q_lora_rank": "low-rank query projections (multi-head latent attention)",
-        "shared_expert_intermediate_size": "a shared expert beside the routed ones",
-        "n_shared_experts": "shared experts beside the routed ones",
-        "first_k_dense_replace": "dense layers before the MoE layers",
-        "mlp_only_layers": "dense layers among the MoE layers",
-        "cross_attention_layers": "cross-attention layers",
-    }
-    for key, reason in reasons.items():
-        if config.get(key):  # absent, null, 0 and [] are all "not used"
-            raise ParameterError(
-                f"{where}: {key}={config[key]!r} means {reason}, which a ModelSpec cannot describe; "
-                "write its ModelSpec by hand with the published parameter count"
-            )
-    for key in ("decoder_sparse_step", "interleave_moe_layer_step"):
-        step = config.get(key)
-        if step is not None and not is_int(step):
-            raise ParameterError(f"{where}: {key} must be an int (a layer step), got {step!r}")
-        if is_int(step) and step > 1:  # type: ignore[operator]
-            raise ParameterError(
-                f"{where}: {key}={step!r} mixes dense and MoE layers, which a ModelSpec cannot describe"
-            )
-    layer_types = config.get("layer_types")
-    if layer_types is not None and not isinstance(layer_types, list):
-        raise ParameterError(f"{where}: layer_types must be a list of layer kinds, got {layer_types!r}")
-    if isinstance(layer_types, list):
-        odd = sorted({str(t) for t in layer_types} - {"full_attention", "sliding_attention"})
-        if odd:
-            raise ParameterError(
-                f"{where}: layer_types holds {', '.join(odd)}; only full and sliding-window attention layers "
-                "have the q/k/v/o count a ModelSpec assumes"
-            )
+    vision = config.get("vision_config")
+    tower = vision.get("model_type") if isinstance(vision, Mapping) else None
+    return merged, f"{where} (its text_config{f'; the {tower} vision tower is not counted' if tower else ''})"
 
 
 def _dtype_bytes(config: Mapping[str, object], where: str) -> int:
@@ -426,7 +389,7 @@ def read_hf_config(
 
 def _architecture(config: Mapping[str, object], where: str, dtype_bytes: int | None) -> HFArchitecture:
     config, where = _unwrap(config, where)
-    _refuse_unsupported(config, where)
+    refuse_unsupported(config, where)
 
     def value(key: str) -> object:
         return config.get(key)
@@ -435,6 +398,8 @@ def _architecture(config: Mapping[str, object], where: str, dtype_bytes: int | N
         return raw is None or (is_int(raw) and raw == 0)
 
     experts_key = "num_experts" if unset(value("num_local_experts")) else "num_local_experts"
+    if unset(value(experts_key)) and not unset(value("n_routed_experts")):
+        experts_key = "n_routed_experts"  # DeepSeek V2/V3, Kimi K2
     num_experts_raw = 1 if unset(value(experts_key)) else value(experts_key)
     if num_experts_raw != 1:  # checked first: whether it is an MoE decides which keys are required
         int_at_least(f"{where}: {experts_key}", num_experts_raw, 1, what="an int >= 1", maximum=MAX_MODEL_DIMENSION)
@@ -468,6 +433,13 @@ def _architecture(config: Mapping[str, object], where: str, dtype_bytes: int | N
             "grouped-query attention shares each KV head among a whole number of query heads"
         )
     head_dim_raw = value("head_dim")
+    if head_dim_raw is None and value("kv_lora_rank"):  # MLA: q/k heads are nope + rope wide
+        lacking = [repr(k) for k in ("qk_nope_head_dim", "qk_rope_head_dim") if value(k) is None]
+        if lacking:
+            raise ParameterError(f"{where} lacks {', '.join(lacking)}, which multi-head latent attention needs")
+        head_dim_raw = count("qk_nope_head_dim", value("qk_nope_head_dim")) + count(
+            "qk_rope_head_dim", value("qk_rope_head_dim")
+        )
     if head_dim_raw is None:
         if hidden % heads:
             raise ParameterError(
@@ -497,6 +469,7 @@ def _architecture(config: Mapping[str, object], where: str, dtype_bytes: int | N
         dtype_bytes = int_at_least(
             "dtype_bytes", dtype_bytes, 1, what="a whole number of bytes >= 1", maximum=MAX_DTYPE_BYTES
         )
+    layout = attention_layout(config, where, num_layers=layers, dtype_bytes=dtype_bytes)
     return HFArchitecture(
         model_type=model_type,
         num_layers=layers,
@@ -515,6 +488,8 @@ def _architecture(config: Mapping[str, object], where: str, dtype_bytes: int | N
         qk_norm=model_type in _QK_NORM_TYPES,
         norms_per_layer=4 if model_type in _FOUR_NORM_TYPES else 2,
         dtype_bytes=dtype_bytes,
+        attention=layout,
+        layer_params=layer_params(config, where, num_layers=layers, layout=layout),
     )
 
 
@@ -591,9 +566,9 @@ def model_from_hf_config(
 
     Notes
     -----
-    The spec cannot say which layers use sliding-window attention (Mistral v0.1, Gemma 2,
-    Gemma 3, some Qwen3 configs); ``sliding_window`` does not change the count.
-    ``quantization_config`` is not read: ``dtype_bytes`` is the unquantized serving dtype.
+    ``ModelSpec.attention`` holds the layer kinds (sliding window, chunked, MLA, Gated DeltaNet;
+    :mod:`budgetlab.hf_families`). The weight format is not part of the spec: pass
+    :func:`hf_quantization` of the config to ``EngineConfig(quantization=...)``.
 
     Examples
     --------
@@ -658,5 +633,6 @@ def model_from_hf_config(
         num_experts_per_token=arch.num_experts_per_token,
         dtype_bytes=arch.dtype_bytes,
         tie_word_embeddings=arch.tie_word_embeddings,
+        attention=arch.attention,
         source=source if source is not None else (where if where != "the config dict" else "Hugging Face config.json"),
     )

@@ -63,6 +63,17 @@ HF_CONFIG_MODELS = [
     "gemma-2-2b",
     "gemma-2-9b",
     "gemma-2-27b",
+    "gpt-oss-20b",
+    "gpt-oss-120b",
+    "gemma-3-4b",
+    "gemma-3-12b",
+    "gemma-3-27b",
+    "llama-4-scout",
+    "deepseek-v2-lite",
+    "deepseek-v3",
+    "qwen3-next-80b-a3b",
+    "qwen3.5-397b-a17b",
+    "qwen3.5-35b-a3b",
     "granite-3.1-2b",
     "granite-3.1-8b",
     "llama-2-70b",
@@ -584,3 +595,44 @@ def test_installed_wheel_reads_its_own_catalog(tmp_path, built_wheel):
     assert Path(package_file).is_relative_to(target)
     assert Path(catalog_dir) == target / "budgetlab" / "_data" / "catalog"
     assert float(flops) == 989.4e12
+
+
+# --- issue 23: the attention column ---------------------------------------------------------------
+
+
+def test_attention_column_round_trips_and_sliding_rows_match_vllm():
+    # gpt-oss-20b: sliding (128) on even layers, full on odd; Gemma 2: 4,096 on even layers
+    oss = model("gpt-oss-20b")
+    assert oss.attention.to_text() == "sliding_window full; sliding_window=128"
+    assert (oss.attention.count("sliding_window"), oss.attention.count("full")) == (12, 12)
+    assert model("gemma-2-27b").attention.count("sliding_window") == 23
+    assert model("llama-3.1-8b").attention is None  # an empty cell: every layer full attention
+    table = catalog.model_table()
+    assert "attention" in table.columns
+
+
+def test_a_malformed_attention_cell_names_line_and_column(tmp_catalog):
+    _mutate(tmp_catalog, "models.csv", _set("llama-3.1-8b", "attention", "sliding_window*x full"))
+    with pytest.raises(CatalogError, match=r"line 2.*attention.*kind\*n"):
+        model("llama-3.1-8b")
+    _mutate(tmp_catalog, "models.csv", _set("llama-3.1-8b", "attention", "sliding_window full"))
+    with pytest.raises(CatalogError, match=r"line 2.*needs sliding_window"):
+        model("llama-3.1-8b")
+
+
+def test_todays_models_carry_the_layouts_vllm_runs():
+    # Gemma 3 27B: five sliding (1,024) then one full over 62 layers → full at 5, 11, ..., 59
+    gemma = model("gemma-3-27b").attention
+    assert (gemma.count("full"), gemma.count("sliding_window"), gemma.layer_kinds[5]) == (10, 52, "full")
+    # Llama 4 Scout: every 4th layer (no RoPE) global, the rest 8,192-token chunks
+    scout = model("llama-4-scout").attention
+    assert scout.layer_kinds[:4] == ("chunked_local",) * 3 + ("full",) and scout.attention_chunk_size == 8192
+    # MLA: one latent of 512 + 64 per token and layer
+    assert model("deepseek-v3").attention.mla_latent_dim == model("deepseek-v2-lite").attention.mla_latent_dim == 576
+    assert (
+        model("deepseek-v3").attention.q_lora_rank == 1536 and model("deepseek-v2-lite").attention.q_lora_rank is None
+    )
+    # Gated DeltaNet state per request and layer: conv (2·16·128 + n_v·128) × 3 in BF16 + n_v × 128 × 128
+    assert model("qwen3-next-80b-a3b").attention.mamba_state_bytes == 8192 * 3 * 2 + 32 * 128 * 128 * 2
+    assert model("qwen3.5-397b-a17b").attention.mamba_state_bytes == 12288 * 3 * 2 + 64 * 128 * 128 * 4
+    assert model("qwen3.5-35b-a3b").attention.count("mamba") == 30

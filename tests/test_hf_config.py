@@ -80,8 +80,37 @@ PUBLISHED = {
     "qwen3-32b": 32.8e9,
     "qwen3-30b-a3b": 30.5e9,
     "qwen3-235b-a22b": 235e9,
+    # issue 23. Multimodal rows count the language model only: Gemma 3's are the report's
+    # non-embedding + embedding figures (its 417M SigLIP tower left out); Scout's 109B includes
+    # Meta's vision encoder (about 0.87B by its vision_config), hence PUBLISHED_RTOL.
+    "gemma-3-4b": 3.209e9 + 0.675e9,
+    "gemma-3-12b": 10.759e9 + 1.012e9,
+    "gemma-3-27b": 25.600e9 + 1.416e9,
+    "gpt-oss-20b": 20.91e9,
+    "gpt-oss-120b": 116.83e9,
+    "llama-4-scout": 109e9,
+    "deepseek-v2-lite": 15.7e9,
+    "deepseek-v3": 671e9,
+    "qwen3-next-80b-a3b": 80e9,
+    "qwen3.5-397b-a17b": 397e9,
+    "qwen3.5-35b-a3b": 35e9,
 }
-PUBLISHED_ACTIVE = {"mixtral-8x7b": 12.9e9, "mixtral-8x22b": 39e9, "qwen3-30b-a3b": 3.3e9, "qwen3-235b-a22b": 22e9}
+PUBLISHED_ACTIVE = {
+    "mixtral-8x7b": 12.9e9,
+    "mixtral-8x22b": 39e9,
+    "qwen3-30b-a3b": 3.3e9,
+    "qwen3-235b-a22b": 22e9,
+    "llama-4-scout": 17e9,
+}
+#: Published active counts that leave out the input embedding (OpenAI's and DeepSeek's cards).
+PUBLISHED_ACTIVE_WITHOUT_EMBEDDING = {
+    "gpt-oss-20b": 3.61e9,
+    "gpt-oss-120b": 5.13e9,
+    "deepseek-v2-lite": 2.4e9,
+    "deepseek-v3": 36.6e9,
+}
+#: Wider tolerances where the published total includes a part the row does not count.
+PUBLISHED_RTOL = {"llama-4-scout": 0.015}
 
 
 def tiny(**changes: object) -> dict[str, object]:
@@ -423,12 +452,18 @@ def test_rounded_rows_agree_with_their_config(slug):
 def test_published_counts_within_one_percent(capsys):
     lines = [f"{'model':30s} {'derived':>17s} {'published':>10s} {'off':>7s}"]
     for slug in FIXTURE_SLUGS:
-        spec = model_from_hf_config(FIXTURES / f"{slug}.json", slug=slug, expected_params=PUBLISHED[slug])
+        rtol = PUBLISHED_RTOL.get(slug, 0.01)
+        spec = model_from_hf_config(
+            FIXTURES / f"{slug}.json", slug=slug, expected_params=PUBLISHED[slug], params_rtol=rtol
+        )
         off = spec.num_params / PUBLISHED[slug] - 1
         lines.append(f"{slug:30s} {spec.num_params:>17,.0f} {PUBLISHED[slug] / 1e9:>9.3g}B {off:>+7.2%}")
-        assert abs(off) <= 0.01, slug
+        assert abs(off) <= rtol, slug
         if slug in PUBLISHED_ACTIVE:  # quoted to two figures: "3.3B", "22B"
             assert spec.num_active_params == pytest.approx(PUBLISHED_ACTIVE[slug], rel=0.02), slug
+        if slug in PUBLISHED_ACTIVE_WITHOUT_EMBEDDING:
+            active = spec.num_active_params - spec.vocab_size * spec.hidden_size
+            assert active == pytest.approx(PUBLISHED_ACTIVE_WITHOUT_EMBEDDING[slug], rel=0.025), slug
     with capsys.disabled():
         print("\n" + "\n".join(lines))
     assert set(PUBLISHED) == set(FIXTURE_SLUGS)
@@ -552,3 +587,256 @@ def test_unreadable_files_are_refused_naming_the_file(tmp_path, content, match):
         model_from_hf_config(path)
     with pytest.raises(ParameterError, match=match):
         read_hf_config(tmp_path)
+
+
+# --- issue 23: sliding-window, chunked, MLA and linear-attention layouts; families; formats --------
+
+from budgetlab.hf_config import hf_quantization  # noqa: E402
+
+
+def test_gemma_layouts_from_the_pattern_and_from_layer_types():
+    # Gemma 3's old form: every 3rd layer full (layers 2 and 5), the rest sliding.
+    g3 = model_from_hf_config(
+        tiny(model_type="gemma3_text", num_hidden_layers=6, sliding_window=16, sliding_window_pattern=3), slug="t"
+    )
+    assert g3.attention.layer_kinds == ("sliding_window", "sliding_window", "full") * 2
+    assert g3.attention.to_text() == "sliding_window*2 full; sliding_window=16"
+    # Gemma 3's default pattern is 6; Gemma 2 alternates from a sliding layer 0
+    assert (
+        read_hf_config(tiny(model_type="gemma3_text", num_hidden_layers=6, sliding_window=8)).attention.count("full")
+        == 1
+    )
+    g2 = read_hf_config(tiny(model_type="gemma2", num_hidden_layers=4, sliding_window=8)).attention
+    assert g2.layer_kinds == ("sliding_window", "full") * 2
+    # layer_types wins over the pattern
+    explicit = ["full_attention", "sliding_attention", "sliding_attention"]
+    arch = read_hf_config(tiny(model_type="gemma3_text", num_hidden_layers=3, sliding_window=8, layer_types=explicit))
+    assert arch.attention.layer_kinds == ("full", "sliding_window", "sliding_window")
+    # the window does not change the count
+    assert (
+        arch.param_count().total
+        == read_hf_config(tiny(model_type="gemma3_text", num_hidden_layers=3)).param_count().total
+    )
+
+
+def test_a_window_without_layer_types_applies_to_every_layer_unless_switched_off():
+    assert (
+        read_hf_config(tiny(model_type="mistral", sliding_window=4096)).attention.layer_kinds == ("sliding_window",) * 2
+    )
+    assert read_hf_config(tiny(model_type="qwen2", sliding_window=4096, use_sliding_window=False)).attention is None
+    assert read_hf_config(tiny(model_type="mistral", sliding_window=None)).attention is None
+
+
+def test_gemma_2_rows_carry_the_sliding_layout_vllm_runs():
+    for slug in ("gemma-2-2b", "gemma-2-9b", "gemma-2-27b"):
+        layout = model(slug).attention
+        assert layout.sliding_window == 4096 and layout.layer_kinds[:2] == ("sliding_window", "full")
+
+
+#: A tiny Llama 4: 4 layers, MoE every 2nd layer (4 experts of width 2, top-1, one shared expert),
+#: dense layers of width 6, 8,192-token chunks (here 16).
+TINY_LLAMA4 = tiny(
+    model_type="llama4_text",
+    num_hidden_layers=4,
+    head_dim=4,
+    num_local_experts=4,
+    num_experts_per_tok=1,
+    intermediate_size=2,
+    intermediate_size_mlp=6,
+    interleave_moe_layer_step=2,
+    attention_chunk_size=16,
+)
+
+
+def test_llama4_chunked_layers_and_interleaved_experts_counted_by_hand():
+    arch = read_hf_config(TINY_LLAMA4)
+    # no_rope_layer_interval 4: layer 3 has no RoPE and is global; layers 0-2 are chunked
+    assert arch.attention.to_text() == "chunked_local*3 full; attention_chunk_size=16"
+    # attention 192 + norms 16 = 208; dense: + 3×8×6 = 144 → 352
+    # MoE: + shared 3×8×2 = 48 + router 8×4 = 32, + 4 experts × 48 = 192 → 480 (active: 1 expert → 336)
+    counts = arch.param_count()
+    assert counts.per_layer == ((352, 352), (480, 336), (352, 352), (480, 336))
+    assert (counts.total, counts.active) == (2 * 352 + 2 * 480 + 168, 2 * 352 + 2 * 336 + 168)
+    spec = model_from_hf_config({"model_type": "llama4", "text_config": TINY_LLAMA4}, slug="t")
+    assert (spec.num_params, spec.num_experts, spec.intermediate_size) == (1832, 4, 2)
+    assert read_hf_config({**TINY_LLAMA4, "attention_chunk_size": None}).attention is None
+
+
+#: A tiny DeepSeek-V2-Lite: MLA (latent 4 + rope 2, no query compression), layer 0 dense, then
+#: 4 routed experts (top-2) and one shared expert of width 2.
+TINY_DEEPSEEK = tiny(
+    model_type="deepseek_v2",
+    num_hidden_layers=3,
+    num_key_value_heads=2,
+    kv_lora_rank=4,
+    qk_rope_head_dim=2,
+    qk_nope_head_dim=2,
+    v_head_dim=2,
+    q_lora_rank=None,
+    intermediate_size=6,
+    moe_intermediate_size=2,
+    n_routed_experts=4,
+    num_experts_per_tok=2,
+    n_shared_experts=1,
+    first_k_dense_replace=1,
+)
+
+
+def test_deepseek_mla_and_shared_experts_counted_by_hand():
+    arch = read_hf_config(TINY_DEEPSEEK)
+    layout = arch.attention
+    assert layout.layer_kinds == ("mla",) * 3 and layout.mla_latent_dim == 6 and layout.q_lora_rank is None
+    # q 8×2×4 = 64, kv_a 8×6 = 48, kv norm 4, kv_b 4×2×4 = 32, o 2×2×8 = 32 → 180; + norms 16 = 196
+    # layer 0 dense 3×8×6 = 144 → 340; MoE: shared 48 + router 32 + 4 × 48 → 468 (top-2: 372)
+    counts = arch.param_count()
+    assert counts.per_layer == ((340, 340), (468, 372), (468, 372))
+    assert (counts.total, counts.active) == (1444, 1252)
+    assert (arch.head_dim, arch.num_experts, arch.intermediate_size) == (4, 4, 2)  # nope + rope; per expert
+    # query compression (q_a 8×4, its norm 4, q_b 4×2×4) and V3's correction bias (one per expert)
+    v3 = read_hf_config({**TINY_DEEPSEEK, "model_type": "deepseek_v3", "q_lora_rank": 4, "topk_method": "noaux_tc"})
+    assert v3.param_count().total == 1444 + 3 * 4 + 2 * 4 and v3.attention.q_lora_rank == 4
+
+
+#: A tiny Qwen3-Next: one full layer in four, Gated DeltaNet elsewhere (1 key head of 2, 2 value
+#: heads of 2, kernel 4), 4 experts of width 2 (top-1) and a shared expert of width 2.
+TINY_QWEN_NEXT = tiny(
+    model_type="qwen3_next",
+    num_hidden_layers=4,
+    head_dim=4,
+    linear_num_key_heads=1,
+    linear_key_head_dim=2,
+    linear_num_value_heads=2,
+    linear_value_head_dim=2,
+    linear_conv_kernel_dim=4,
+    num_experts=4,
+    num_experts_per_tok=1,
+    moe_intermediate_size=2,
+    shared_expert_intermediate_size=2,
+    intermediate_size=6,
+)
+
+
+def test_qwen3_next_linear_layers_state_and_count_by_hand():
+    arch = read_hf_config(TINY_QWEN_NEXT)
+    layout = arch.attention
+    assert layout.to_text() == "mamba*3 full; mamba_state_bytes=64"
+    # state: conv (2×1×2 + 2×2) × (4 - 1) = 24 elements, recurrent 2×2×2 = 8; × 2 B = 64 B
+    # linear layer: in_proj 8×12 = 96, b/a 8×4 = 32, conv 8×4 = 32, dt/A 4, norm 2, out 4×8 = 32 → 198
+    # full layer: gated q 8×16 = 128, k/v 2×32, o 64, q/k norms 8 → 264
+    # MLP: shared 48 + its gate 8 + router 32 = 88, + 4 experts × 48 (active: 1)
+    counts = arch.param_count()
+    assert counts.per_layer == ((494, 350),) * 3 + ((560, 416),)
+    assert (counts.total, counts.active) == (2210, 1634)
+    # Qwen3.5 keeps the recurrent state in float32: 24 × 2 + 8 × 4 = 80 B
+    fp32 = read_hf_config({**TINY_QWEN_NEXT, "mamba_ssm_dtype": "float32"}).attention
+    assert fp32.mamba_state_bytes == 80
+
+
+def test_qwen3_next_80b_state_bytes_as_vllm_shapes_them():
+    # MambaStateShapeCalculator.gated_delta_net_state_shape at TP 1, BF16: conv (8,192, 3), state (32, 128, 128)
+    from budgetlab.hf_families import gated_delta_net_state_bytes
+
+    keys = {"linear_num_key_heads": 16, "linear_key_head_dim": 128, "linear_num_value_heads": 32}
+    keys |= {"linear_value_head_dim": 128, "linear_conv_kernel_dim": 4}
+    assert gated_delta_net_state_bytes(keys, "t") == 8192 * 3 * 2 + 32 * 128 * 128 * 2 == 1_097_728
+
+
+def test_gpt_oss_20b_from_its_config():
+    spec = model_from_hf_config(FIXTURES / "gpt-oss-20b.json", slug="gpt-oss-20b")
+    # per layer: attention 2880×4096 + 4096 + 2×(2880×512 + 512) + 4096×2880 + 2880 + 64 sinks,
+    # 32 experts × (3×2880×2880 + 5760 + 2880), router 2880×32 + 32, norms 2×2880
+    attention = 2880 * 4096 + 4096 + 2 * (2880 * 512 + 512) + 4096 * 2880 + 2880 + 64
+    expert = 3 * 2880 * 2880 + 5760 + 2880
+    layer = attention + 32 * expert + 2880 * 32 + 32 + 2 * 2880
+    assert spec.num_params == 24 * layer + 2 * 201088 * 2880 + 2880 == 20_914_757_184
+    assert spec.attention.to_text() == "sliding_window full; sliding_window=128"
+    # the card's 3.6B active leaves out the input embedding
+    assert spec.num_active_params - 201088 * 2880 == pytest.approx(3.6e9, rel=0.01)
+    # the fixture's copy drops quantization_config; the checkpoint's names mxfp4 for the experts
+    shipped = {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "lm_head"]}
+    config = {**json.loads((FIXTURES / "gpt-oss-20b.json").read_text()), "quantization_config": shipped}
+    assert hf_quantization(config) == "mxfp4"
+    assert spec.num_active_params - 201088 * 2880 == 3_608_307_264
+
+
+@pytest.mark.parametrize(
+    ("qc", "expected"),
+    [
+        (None, None),
+        ({"quant_method": "mxfp4"}, "mxfp4"),
+        ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "fp8"),
+        ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "nvfp4"),
+        ({"quant_method": "modelopt", "quant_algo": "FP8"}, "fp8"),
+        ({"quant_method": "awq", "bits": 4}, "int4"),
+        ({"quant_method": "gptq", "bits": 8}, "int8"),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float"}}},
+            },
+            "fp8",
+        ),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {"g": {"weights": {"num_bits": 4, "type": "float", "group_size": 16}}},
+            },
+            "nvfp4",
+        ),
+        (
+            {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": 4, "type": "int"}}}},
+            "int4",
+        ),
+    ],
+)
+def test_quantization_config_to_an_engine_value(qc, expected):
+    config = dict(TINY) if qc is None else {**TINY, "quantization_config": qc}
+    assert hf_quantization(config) == expected
+    if expected is not None:
+        assert budgetlab.EngineConfig(quantization=expected).quantization == expected
+
+
+@pytest.mark.parametrize(
+    ("qc", "match"),
+    [
+        ({"quant_method": "gptq", "bits": 3}, r"'gptq' with bits=3.*4- and 8-bit"),
+        ({"quant_method": "hqq"}, r"quant_method 'hqq' is not modelled.*EngineConfig\(quantization=...\)"),
+        ({"quant_method": "modelopt", "quant_algo": "W4A8_AWQ"}, r"modelopt quant_algo 'W4A8_AWQ'"),
+    ],
+)
+def test_unmodelled_quantization_is_refused_by_name(qc, match):
+    with pytest.raises(ParameterError, match=match):
+        hf_quantization({**TINY, "quantization_config": qc})
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"model_type": "jamba"}, r"model_type 'jamba' has Mamba layers"),
+        ({"model_type": "granitemoehybrid"}, r"'granitemoehybrid' has Mamba2 layers"),
+        ({"model_type": "qwen3_next", "layer_types": ["mamba", "full_attention"]}, r"layer_types holds mamba"),
+        ({"model_type": "qwen3_next", "layer_types": ["full_attention"]}, r"lists 1 layers but num_hidden_layers is 2"),
+        ({"model_type": "qwen3_next", "head_dim": 4}, r"lacks 'linear_num_key_heads'"),
+        ({"model_type": "deepseek_v2", "kv_lora_rank": 4}, r"lacks 'qk_nope_head_dim', 'qk_rope_head_dim'"),
+    ],
+)
+def test_still_out_of_reach_is_refused_naming_it(changes, match):
+    with pytest.raises(ParameterError, match=match):
+        model_from_hf_config(tiny(**changes), slug="t")
+
+
+def test_gemma_3_vision_tower_counted_apart_by_hand():
+    from budgetlab.hf_families import vision_tower_params
+
+    config = json.loads((FIXTURES / "gemma-3-27b.json").read_text())
+    # SigLIP, H = 1152, I = 4304, 27 layers, 14-pixel patches of 896-pixel images:
+    # conv 3·14²·1152 + 1152, positions 64²·1152, per layer 4·(1152² + 1152) + 2·1152·4304 + 4304 + 1152
+    # + 4·1152, final norm 2·1152 → 416,866,032 (the Gemma 3 report's 417M); projector 1152·5376 + 1152
+    layer = 4 * (1152**2 + 1152) + 2 * 1152 * 4304 + 4304 + 1152 + 4 * 1152
+    tower = 3 * 14 * 14 * 1152 + 1152 + 64 * 64 * 1152 + 27 * layer + 2 * 1152
+    assert tower == 416_866_032
+    assert vision_tower_params(config) == tower + 1152 * 5376 + 1152
+    # not part of the text row's count, and towers not described give None
+    assert model_from_hf_config(config, slug="gemma-3-27b").num_params == model("gemma-3-27b").num_params
+    assert vision_tower_params(json.loads((FIXTURES / "qwen3.5-35b-a3b.json").read_text())) is None
+    assert vision_tower_params(TINY) is None
