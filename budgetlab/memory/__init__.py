@@ -6,6 +6,8 @@ Three modules, imported in this order:
   parallelism, ``dtype``, ``kv_cache_dtype``, ``quantization``); shared with the cost model.
 * :mod:`budgetlab.memory.profile`: what vLLM's start-up profiler subtracts besides the weights
   (non-torch memory, the activation peak fitted to real logs).
+* :mod:`budgetlab.memory.kv_specs`: the pool of a model with sliding-window, chunked-local,
+  MLA or Mamba layers as vLLM groups and logs it (:func:`plan_kv_pool`, :func:`kv_block_size`).
 * :mod:`budgetlab.memory.pool`: :func:`kv_capacity` (every term, and the blocks left),
   :func:`num_kv_blocks`, :func:`kv_by_budget`.
 * :mod:`budgetlab.memory.levers`: when the pool is tight, what sharding, precision or a smaller
@@ -14,6 +16,13 @@ Three modules, imported in this order:
 
 from __future__ import annotations
 
+from budgetlab.memory.kv_specs import (
+    KVPoolPlan,
+    hybrid_manager_enabled,
+    kv_block_size,
+    plan_kv_pool,
+    scheduler_kv_groups,
+)
 from budgetlab.memory.levers import TIGHT_KV_FRACTION, is_tight, memory_levers, tight_memory_text
 from budgetlab.memory.pool import KVCapacity, blocks_for_tokens, ceil_blocks, kv_by_budget, kv_capacity, num_kv_blocks
 from budgetlab.memory.profile import (
@@ -26,6 +35,8 @@ from budgetlab.memory.profile import (
     ActivationPeak,
     GiB,
     activation_peak,
+    encoder_cache_bytes,
+    encoder_profile_items,
     fit_activation_coefficients,
     non_torch_bytes,
 )
@@ -38,7 +49,12 @@ from budgetlab.memory.sizes import (
     engine_weight_bytes_per_gpu,
     kv_bytes_per_token,
     kv_dtype_bytes,
+    layer_kv_bytes_per_token,
+    mamba_state_bytes_per_gpu,
+    mxfp4_loaded_expert_bytes_per_gpu,
+    rope_table_bytes,
     valid_tp_sizes,
+    vision_weight_bytes,
     weight_bytes,
     weight_bytes_per_gpu,
     weights_fit,
@@ -56,6 +72,11 @@ __all__ = [
     "ActivationPeak",
     "GiB",
     "KVCapacity",
+    "KVPoolPlan",
+    "hybrid_manager_enabled",
+    "kv_block_size",
+    "scheduler_kv_groups",
+    "plan_kv_pool",
     "activation_dtype_bytes",
     "activation_peak",
     "blocks_for_tokens",
@@ -64,6 +85,11 @@ __all__ = [
     "embedding_params",
     "engine_kv_bytes_per_token",
     "engine_weight_bytes_per_gpu",
+    "rope_table_bytes",
+    "mxfp4_loaded_expert_bytes_per_gpu",
+    "encoder_cache_bytes",
+    "encoder_profile_items",
+    "vision_weight_bytes",
     "fit_activation_coefficients",
     "is_tight",
     "memory_levers",
@@ -72,6 +98,8 @@ __all__ = [
     "kv_bytes_per_token",
     "kv_capacity",
     "kv_dtype_bytes",
+    "layer_kv_bytes_per_token",
+    "mamba_state_bytes_per_gpu",
     "non_torch_bytes",
     "num_kv_blocks",
     "valid_tp_sizes",

@@ -16,9 +16,15 @@ every cached token, so the tokens a GPU's pool holds are the replica's. With pip
 parallelism every stage sizes its own pool for its own layers and vLLM keeps the smallest
 (``min`` over the workers' block counts); :class:`KVCapacity` describes that stage.
 
-Accuracy: against all 28 vLLM 0.19 start-ups on H100 in ``vllm_kv_logs.csv`` that the catalog
-can express (see :mod:`budgetlab.experiments.kv_logs`), the predicted "GPU KV cache size" is
-within 2 % wherever the pool holds ≥ 10 GiB and within 8 % where it is tight.
+A model with sliding-window, chunked-local, MLA or Mamba layers (an attention layout) gets
+vLLM's hybrid pool instead: groups of layers, one page size, ``num_gpu_blocks = floor(kv_bytes
+/ page / layers per group)``, and the "GPU KV cache size" and "Maximum concurrency" vLLM logs
+for it (:mod:`budgetlab.memory.kv_specs`; :attr:`KVCapacity.plan`).
+
+Accuracy: against all 31 vLLM 0.19 start-ups on H100 in ``vllm_kv_logs.csv`` that the catalog
+can express (see :mod:`budgetlab.experiments.kv_logs`; GPT-OSS 20B's two-group pools among
+them), the predicted "GPU KV cache size" and "Maximum concurrency" are within 2 % wherever the
+pool holds ≥ 10 GiB and within 8 % where it is tight.
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from budgetlab._checks import MAX_KV_BLOCKS, MAX_TOKENS, at_most, int_at_least
+from budgetlab.attention import KVGroup
 from budgetlab.errors import ConfigError, DoesNotFitError, ParameterError
+from budgetlab.memory.kv_specs import KVPoolPlan, plan_kv_pool
 from budgetlab.memory.profile import ActivationPeak, GiB, activation_peak, non_torch_bytes
 from budgetlab.memory.sizes import (
     check_tp,
@@ -101,6 +109,12 @@ class KVCapacity:
         Pipeline stages [count].
     stage : int
         The stage these terms describe: the one with the fewest blocks, which sets the pool.
+    max_model_len : int or None
+        Tokens per request :attr:`max_concurrency` is for (``engine.max_model_len``) [tokens].
+    plan : KVPoolPlan or None
+        For a model with an attention layout: vLLM's groups, page and block sizes, blocks per
+        request (:mod:`budgetlab.memory.kv_specs`); ``None`` for an all-full-attention model.
+        ``kv_bytes_per_token`` is then what a token costs if every layer kept it.
     """
 
     reported_memory_bytes: float
@@ -115,6 +129,8 @@ class KVCapacity:
     tp: int = 1
     pp: int = 1
     stage: int = 0
+    max_model_len: int | None = None
+    plan: KVPoolPlan | None = None
 
     @property
     def activation_bytes(self) -> float:
@@ -128,13 +144,33 @@ class KVCapacity:
 
     @property
     def num_tokens(self) -> int:
-        """Tokens the usable blocks hold [tokens]."""
-        return self.num_blocks * self.block_size
+        """Tokens the usable blocks hold [tokens]: ``num_blocks × block_size``; with several
+        KV-cache groups, ``num_blocks // groups × block_size`` (each group holding them)."""
+        return self.num_blocks // len(self.kv_groups) * self.block_size
 
     @property
     def vllm_kv_cache_tokens(self) -> int:
-        """What vLLM logs as "GPU KV cache size: N tokens": ``num_gpu_blocks × block_size``."""
+        """What vLLM 0.19 logs as "GPU KV cache size: N tokens": ``num_gpu_blocks × block_size``;
+        with several groups ``num_gpu_blocks // groups × block_size``."""
+        if self.plan is not None:
+            return self.plan.vllm_kv_cache_tokens
         return self.num_gpu_blocks * self.block_size
+
+    @property
+    def kv_groups(self) -> tuple[KVGroup, ...]:
+        """The KV-cache groups sharing the pool (``("full",)`` for an all-full-attention model)."""
+        return self.plan.groups if self.plan is not None else ("full",)
+
+    @property
+    def max_concurrency(self) -> float | None:
+        """vLLM's "Maximum concurrency for max_model_len tokens per request": ``num_gpu_blocks /``
+        the blocks one such request may hold in all groups [requests]; ``None`` without a
+        ``max_model_len``."""
+        if self.plan is not None:
+            return self.plan.max_concurrency if self.max_model_len is not None else None
+        if self.max_model_len is None:
+            return None
+        return self.num_gpu_blocks / ceil_blocks(self.max_model_len, self.block_size)
 
     @property
     def kv_fraction(self) -> float:
@@ -220,7 +256,12 @@ def _stage(hardware: HardwareSpec, model: ModelSpec, engine: EngineConfig, stage
     activation = activation_peak(model, engine, stage=stage)
     per_token = engine_kv_bytes_per_token(model, engine, stage=stage)
     kv = usable - weights - non_torch - activation.peak_bytes
-    num_gpu_blocks = math.floor(kv / (per_token * engine.block_size)) if kv > 0 else 0
+    plan, block_size = None, engine.block_size
+    if model.attention is not None:
+        plan = plan_kv_pool(model, engine, kv, stage=stage, stage_layers=stage_layers(model.num_layers, pp))
+        num_gpu_blocks, block_size = plan.num_gpu_blocks, plan.block_size
+    else:
+        num_gpu_blocks = math.floor(kv / (per_token * engine.block_size)) if kv > 0 else 0
     return KVCapacity(
         reported_memory_bytes=reported,
         usable_bytes=usable,
@@ -230,10 +271,12 @@ def _stage(hardware: HardwareSpec, model: ModelSpec, engine: EngineConfig, stage
         kv_bytes=kv,
         kv_bytes_per_token=per_token,
         num_gpu_blocks=num_gpu_blocks,
-        block_size=engine.block_size,
+        block_size=block_size,
         tp=tp,
         pp=pp,
         stage=stage,
+        max_model_len=engine.max_model_len,
+        plan=plan,
     )
 
 

@@ -51,7 +51,18 @@ for a dense model) and ``a_bytes`` the activation dtype's bytes.
 * ``moe_workspace``: a mixture-of-experts layer's fused-MoE kernel keeps its workspaces,
   ``T × k × (max(2 I_tp, H) + I_tp) × a_bytes`` (vLLM's ``workspace13`` and ``workspace2``),
   which are still allocated when the sampler runs (structural, not fitted: Qwen3 30B-A3B's
-  log is 0.15 GiB above it).
+  log is 0.15 GiB above it). Not with MXFP4 experts: vLLM 0.19 runs those through other
+  kernels and GPT-OSS 20B logged 2.87 GiB at TP 1 and TP 2 alike, its sampler pass alone
+  (2.87 GiB predicted; the workspace would add 0.53 GiB).
+
+* ``encoder_cache``: a multimodal model (:attr:`ModelSpec.vision
+  <budgetlab.specs.ModelSpec.vision>`) first encodes ``n`` dummy images of the largest size and
+  keeps, through both passes, their outputs in the encoder cache (``tokens_per_item × H`` each)
+  and the batched pixel values (``pixels_per_item`` each), both in the model dtype
+  (:func:`encoder_cache_bytes`; vLLM 0.19 ``profile_run``, ``multimodal/encoder_budget.py``).
+  Structural, not fitted: Gemma 3 4B/12B/27B logged 3.89/3.94/3.99 GiB, 3.90/3.94/3.98 here
+  (32 images of 256 tokens and 3 × 896² pixels, 0.18–0.23 GiB). The encoder's own pass (its
+  transient activations) is not modelled; it is below the text passes in these logs.
 
 The peak does not grow with ``max_model_len`` (the dummy pass has ``T`` tokens however long a
 request may be), and it is the same on every GPU of a tensor-parallel group (the logits are
@@ -97,6 +108,9 @@ __all__ = [
     "ActivationPeak",
     "NON_TORCH_BYTES_PIPELINE",
     "non_torch_bytes",
+    "MM_ITEMS_PER_PROMPT",
+    "encoder_profile_items",
+    "encoder_cache_bytes",
     "activation_peak",
     "ActivationFit",
     "fit_activation_coefficients",
@@ -125,6 +139,52 @@ def non_torch_bytes(tensor_parallel_size: int, pipeline_parallel_size: int = 1) 
     if tensor_parallel_size > 1:
         return NON_TORCH_BYTES_TENSOR_PARALLEL
     return NON_TORCH_BYTES_PIPELINE if pipeline_parallel_size > 1 else NON_TORCH_BYTES_ONE_GPU
+
+
+MM_ITEMS_PER_PROMPT = 999
+"""Images a prompt may hold by default (vLLM 0.19 ``--limit-mm-per-prompt``'s default) [count]."""
+
+
+def encoder_profile_items(model: ModelSpec, engine: EngineConfig) -> int:
+    """Dummy images vLLM 0.19's profile run encodes for ``model`` under ``engine`` [count]; 0
+    for a text-only model.
+
+    ``MultiModalBudget._get_max_items``: the encoder budget (``max(max_num_batched_tokens,
+    tokens_per_item)``, vLLM's ``max_num_encoder_input_tokens`` and ``encoder_cache_size``)
+    over the tokens of one image, at most what the decoder could hold (``max_num_seqs`` ×
+    ``min(999, max_model_len // tokens_per_item)`` images; without chunked prefill the
+    requests are also at most ``max_num_batched_tokens // tokens_per_item``), and at least 1.
+    Gemma 3 at 8,192 tokens: 8,192 // 256 = 32; Llama 4 Scout: 8,192 // 2,448 = 3.
+    """
+    vision = model.vision
+    if vision is None:
+        return 0
+    tokens = vision.tokens_per_item
+    budget = max(engine.max_num_batched_tokens, tokens)
+    length = engine.max_model_len
+    per_prompt = max(1, min(MM_ITEMS_PER_PROMPT, length // tokens)) if length is not None else MM_ITEMS_PER_PROMPT
+    requests = engine.max_num_seqs
+    if not engine.enable_chunked_prefill:
+        requests = min(requests, engine.max_num_batched_tokens // tokens)
+    return max(1, min(budget // tokens, requests * per_prompt))
+
+
+def encoder_cache_bytes(model: ModelSpec, engine: EngineConfig) -> float:
+    """What vLLM 0.19's profile run keeps of its multimodal encoder pass while the text model's
+    dummy passes run [B]: :func:`encoder_profile_items` × (``tokens_per_item × hidden_size +
+    pixels_per_item``) × activation bytes; 0 for a text-only model.
+
+    The encoder outputs (projected to the text width) sit in the encoder cache and the batched
+    pixel values stay referenced until ``profile_run`` returns; both are in the model dtype
+    (the processor casts floating inputs to it). Gemma 3 27B at 8,192 tokens: 32 × (256 × 5,376
+    + 2,408,448) × 2 B = 0.226 GiB. Every GPU holds all of it (the outputs are gathered).
+    """
+    vision = model.vision
+    if vision is None:
+        return 0.0
+    a_bytes = activation_dtype_bytes(model, engine.dtype)
+    per_item = vision.tokens_per_item * model.hidden_size + vision.pixels_per_item
+    return float(encoder_profile_items(model, engine) * per_item * a_bytes)
 
 
 @dataclass(frozen=True)
@@ -175,18 +235,22 @@ class ActivationPeak:
     pipeline_buffer_bytes : float
         With pipeline parallelism, the hidden states and residual a stage receives or sends,
         ``2 × T × H × a_bytes``, alive through both passes [B]; 0 without.
+    encoder_cache_bytes : float
+        A multimodal model's dummy encoder outputs and pixel values, alive through both passes
+        (:func:`encoder_cache_bytes`) [B]; 0 for a text-only model.
     """
 
     forward_bytes: float
     sampler_bytes: float
     moe_workspace_bytes: float = 0.0
     pipeline_buffer_bytes: float = 0.0
+    encoder_cache_bytes: float = 0.0
 
     @property
     def peak_bytes(self) -> float:
-        """``max(forward_bytes, sampler_bytes) + pipeline_buffer_bytes``: what vLLM logs as the
-        activation peak [B]."""
-        return max(self.forward_bytes, self.sampler_bytes) + self.pipeline_buffer_bytes
+        """``max(forward_bytes, sampler_bytes) + pipeline_buffer_bytes + encoder_cache_bytes``:
+        what vLLM logs as the activation peak [B]."""
+        return max(self.forward_bytes, self.sampler_bytes) + self.pipeline_buffer_bytes + self.encoder_cache_bytes
 
     @property
     def binding_pass(self) -> str:
@@ -231,7 +295,8 @@ def activation_peak(
     routed = model.num_experts_per_token if model.is_moe else 1
     c = coefficients
     forward = tokens * a_bytes * (c.intermediate_copies * per_expert * routed + c.hidden_copies * model.hidden_size)
-    moe = tokens * routed * (max(2.0 * per_expert, model.hidden_size) + per_expert) * a_bytes if model.is_moe else 0.0
+    workspace = model.is_moe and engine.quantization != "mxfp4"
+    moe = tokens * routed * (max(2.0 * per_expert, model.hidden_size) + per_expert) * a_bytes if workspace else 0.0
     sampler = (
         tokens * a_bytes * model.hidden_size
         + moe
@@ -245,6 +310,7 @@ def activation_peak(
         sampler_bytes=sampler if last else 0.0,
         moe_workspace_bytes=moe if last else 0.0,
         pipeline_buffer_bytes=buffers,
+        encoder_cache_bytes=encoder_cache_bytes(model, engine),
     )
 
 
@@ -313,6 +379,7 @@ def fit_activation_coefficients(
     """
     rows = list(observations)
     measured = np.array([float(peak) for _, _, peak in rows])
+    held = np.array([encoder_cache_bytes(model, engine) for model, engine, _ in rows])  # structural
     dense = np.array([not model.is_moe for model, _, _ in rows])
     coefficients = dataclasses.replace(ACTIVATION_COEFFICIENTS, intermediate_copies=intermediate_copies)
     assignment: tuple[str, ...] | None = None
@@ -335,7 +402,7 @@ def fit_activation_coefficients(
             model, engine, _ = rows[i]
             a_bytes = activation_dtype_bytes(model, engine.dtype)
             logits.append(min(engine.max_num_seqs, engine.max_num_batched_tokens) * model.vocab_size)
-            rest.append(measured[i] - engine.max_num_batched_tokens * a_bytes * model.hidden_size)
+            rest.append(measured[i] - held[i] - engine.max_num_batched_tokens * a_bytes * model.hidden_size)
         design = np.column_stack([np.array(logits, dtype=float), np.ones(len(logits))])
         (per_logit, fixed), *_ = np.linalg.lstsq(design, np.array(rest), rcond=None)
         hidden = []
@@ -345,7 +412,9 @@ def fit_activation_coefficients(
             tp = engine.tensor_parallel_size
             routed = model.num_experts_per_token if model.is_moe else 1
             mlp = intermediate_copies * model.intermediate_size / tp * routed
-            hidden.append((measured[i] / (engine.max_num_batched_tokens * a_bytes) - mlp) / model.hidden_size)
+            hidden.append(
+                ((measured[i] - held[i]) / (engine.max_num_batched_tokens * a_bytes) - mlp) / model.hidden_size
+            )
         coefficients = ActivationCoefficients(
             intermediate_copies, float(np.mean(hidden)), float(per_logit), float(fixed)
         )
