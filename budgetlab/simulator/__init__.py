@@ -92,6 +92,26 @@ moment apart, in input order.
 10. Pipelined with prefix caching, a block a decode fills is cached one step later (its
     last token is not yet known to the scheduler when the decode is planned).
 
+Several KV-cache groups (``EngineConfig.kv_groups``, derived from the model's attention layout
+as vLLM's hybrid KV cache manager forms them: sliding-window, chunked-local and Mamba layers
+beside full attention; :mod:`.kv_groups` states rules G1–G7 with the vLLM 0.33 function each
+comes from) change only the KV accounting:
+
+11. Every group holds its own table of ``ceil(tokens / block_size)`` blocks from the one pool,
+    so a chunk needs that many new blocks *per group*; a Mamba group holds one block per
+    request. Before each allocation a sliding-window (chunked-local) group frees the blocks
+    wholly before its window (chunk) of the processed tokens — computed, less those still in
+    flight when pipelined — and the freed blocks count for the check that follows.
+12. The whole-sequence admission check counts each windowed group at most at its admission cap,
+    ``ceil(min(W − 1 + in-flight tokens, max_model_len) / block_size) + 1`` for a window W.
+13. With prefix caching a block is cached per group, and a hit must be cached in every group:
+    the full groups' leading run, then within it the rightmost run of
+    ``ceil((W − 1) / block_size)`` blocks each sliding group needs (its window); a finish or a
+    preemption frees the groups in order, each last block first.
+
+A run with several groups is scheduled step by step in both modes (the fast mode's jumps are
+for one full-attention group).
+
 ``policy="decode-first"`` (Sarathi-Serve's stall-free order) walks the running pass as all
 decodes first, then partial prefills and recomputes, each group in admission order; the
 waiting pass, KV accounting and gates are the same. Because that order is not the admission
@@ -142,7 +162,8 @@ request or per step as a Python object); the tables, the summary and the step lo
 million requests take a few hundred bytes each.
 
 Reading guide (the package is functions over one state record): :mod:`.inputs` (the request
-table and its checks), :mod:`.state` (the record, the KV block arithmetic, the waiting pass),
+table and its checks), :mod:`.state` (the record, the KV block arithmetic), :mod:`.waiting`
+(the waiting pass), :mod:`.blocks` and :mod:`.kv_groups` (the block pools),
 :mod:`.step` (the reference step: form, price, sample), :mod:`.fast` (decode-only jumps and
 the vectorized pass), :mod:`.loop` (the run loop), :mod:`.trace` (the compressed record →
 tables, step log, summary); :mod:`.steplog` (the step log, built on demand).
@@ -162,7 +183,13 @@ from budgetlab.cost import CostModel, hardware_of, model_of
 from budgetlab.cost.named import check_cost, make_cost
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import ParameterError
-from budgetlab.simulator.inputs import check_cost_matches_engine, check_requests_fit, kv_pool_blocks, request_table
+from budgetlab.simulator.inputs import (
+    check_cost_matches_engine,
+    check_requests_fit,
+    engine_kv_groups,
+    kv_pool_blocks,
+    request_table,
+)
 from budgetlab.simulator.loop import SIM_MODES, RunOptions, SimMode, run
 from budgetlab.simulator.state import STEP_KINDS, new_state
 from budgetlab.simulator.steplog import StepLog
@@ -285,15 +312,17 @@ def simulate_with(
     if callable(graphs_for):  # CalibratedCost: dispatch the steps with this engine's graphs
         cost = cast(CostModel, graphs_for(engine))
     table = request_table(requests)
+    model = model if model is not None else model_of(cost)
     num_blocks = kv_pool_blocks(
         engine,
         hardware=hardware if hardware is not None else hardware_of(cost),
-        model=model if model is not None else model_of(cost),
+        model=model,
         cost_name=type(cost).__name__,
     )
+    engine, groups = engine_kv_groups(engine, model)
     if options.check_requests_fit:
-        check_requests_fit(table, engine, num_blocks)
-    state = new_state(table, engine, cost, num_blocks)
+        check_requests_fit(table, engine, num_blocks, groups)
+    state = new_state(table, engine, cost, num_blocks, groups)
     run(state, options)
     trace = build_trace(state)
     return SimResult(

@@ -29,6 +29,7 @@ from typing import Protocol
 
 import numpy as np
 
+from budgetlab.simulator.blocks import Hit
 from budgetlab.simulator.state import (
     DECODE,
     PREFILL,
@@ -174,7 +175,8 @@ def _arrivals_just_queue(state: SimState) -> bool | None:
         if admission.fits:
             return None
         pool = state.pool
-        if pool is not None and admission.hit is not None and pool.could_gain_hits(head, admission.hit, state.running):
+        hit = admission.hit
+        if pool is not None and isinstance(hit, Hit) and pool.could_gain_hits(head, hit, state.running):
             return None  # a decoder could enter the block its lookup stopped at
         if state.priority_policy:
             return False  # blocked by KV: a better-priority arrival may fit
@@ -375,7 +377,7 @@ def vectorized_step(state: SimState) -> bool:
         num_cached_tokens=admitted.num_cached_tokens,
     )
     if state.pipelined:
-        free = release_finishing(state, free)
+        free = release_finishing(state, free, scheduled.tolist())
     free = _sample_numpy(state, scheduled, take, kind, cm, end_s=end, free_blocks=free)
     state.kv.free_blocks = free
     steps = state.steps

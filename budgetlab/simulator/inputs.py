@@ -22,15 +22,17 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from budgetlab import memory
 from budgetlab._checks import MAX_TIME_S
+from budgetlab.attention import KVGroup, describe_kv_groups, max_in_flight_tokens
 from budgetlab.cost import IdealCost, model_of
 from budgetlab.errors import ConfigError, ParameterError, RequestTooLargeError
+from budgetlab.simulator.kv_groups import empty_pool_admission_blocks, peak_blocks
 from budgetlab.simulator.state import blocks_for_tokens_array
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
 from budgetlab.workload import REQUEST_COLUMNS as INPUT_COLUMNS
@@ -394,12 +396,39 @@ def check_cost_matches_engine(cost: object, engine: EngineConfig) -> None:
     )
 
 
-def check_requests_fit(table: RequestTable, engine: EngineConfig, num_blocks: int) -> None:
+def engine_kv_groups(engine: EngineConfig, model: ModelSpec | None) -> tuple[EngineConfig, tuple[KVGroup, ...]]:
+    """The KV-cache groups a run schedules, and the engine it runs: ``engine.kv_groups``, else
+    those vLLM forms from the model's layers (:func:`budgetlab.memory.scheduler_kv_groups`; one
+    full group when the model is unknown or all full attention). Where vLLM raises the block
+    size for the model (Mamba / linear-attention hybrids, :func:`budgetlab.memory.kv_block_size`)
+    the engine returned has vLLM's block size."""
+    groups, block_size = memory.scheduler_kv_groups(model, engine)
+    if block_size != engine.block_size:
+        engine = replace(engine, block_size=block_size)
+    return engine, groups
+
+
+def _peak_formula(prompt: int, output: int, block_size: int, kv_groups: tuple[KVGroup, ...]) -> str:
+    one = f"ceil(({prompt} prompt + {output} output − 1) / {block_size})"
+    return (
+        one
+        if kv_groups == ("full",)
+        else f"{one} per group, less what windows free at the last step, or the whole-sequence admission "
+        f"check's blocks if more, in {describe_kv_groups(kv_groups)}"
+    )
+
+
+def check_requests_fit(
+    table: RequestTable, engine: EngineConfig, num_blocks: int, kv_groups: tuple[KVGroup, ...] = ("full",)
+) -> None:
     """Reject the requests vLLM rejects, or that could never finish in ``num_blocks`` blocks.
 
     A request's peak is ``ceil((prompt + output − 1) / block_size)`` blocks (the last sampled
     token is never written to KV): at or below the usable pool it completes; above it, vLLM
     would preempt it over and over (``vllm-v1-scheduling.md``, "Capacity and configuration").
+    With several KV-cache groups it is what its last step holds in all of them together
+    (:func:`budgetlab.simulator.kv_groups.peak_blocks`: each group's table, less the blocks a
+    window has freed).
 
     Raises
     ------
@@ -419,12 +448,28 @@ def check_requests_fit(table: RequestTable, engine: EngineConfig, num_blocks: in
             )
     bs = engine.block_size
     peak = blocks_for_tokens_array(total - 1, bs)
+    if kv_groups != ("full",):
+        in_flight = max_in_flight_tokens(
+            max_num_batched_tokens=engine.max_num_batched_tokens,
+            async_scheduling=engine.async_scheduling,
+            pipeline_parallel_size=engine.pipeline_parallel_size,
+        )
+        peaks = []
+        for t in (total - 1).tolist():
+            peak_t = peak_blocks(kv_groups, t, bs)
+            if engine.scheduler_reserve_full_isl:  # a recompute's whole known sequence must fit
+                need = empty_pool_admission_blocks(
+                    kv_groups, t, block_size=bs, in_flight_tokens=in_flight, max_model_len=engine.max_model_len
+                )
+                peak_t = max(peak_t, need)
+            peaks.append(peak_t)
+        peak = np.array(peaks, dtype=np.int64)
     too_big = np.flatnonzero(peak > num_blocks)
     if too_big.size:
         i = int(too_big[0])
         raise RequestTooLargeError(
             f"request {request_id_at(table.ids, i)!r} needs {int(peak[i])} KV blocks at its peak "
-            f"(ceil(({int(table.prompt_tokens[i])} prompt + {int(table.output_tokens[i])} output − 1) / {bs})) "
+            f"({_peak_formula(int(table.prompt_tokens[i]), int(table.output_tokens[i]), bs, kv_groups)}) "
             f"but the pool holds only {num_blocks} usable blocks: it could never finish (vLLM "
             f"would preempt it over and over; {too_big.size} request(s) in all). Give the KV "
             "cache more memory (a higher gpu_memory_utilization, a bigger GPU, tensor "

@@ -106,7 +106,7 @@ def run(state: SimState, options: RunOptions) -> None:
     """Step ``state`` until every request has finished."""
     arrival = state.arrival_list
     num_requests = len(arrival)
-    fast = options.mode == "fast"
+    fast = options.mode == "fast" and state.groups is None  # several KV-cache groups: step by step
     vector_min = options.vector_min_running
     stall_limit = stall_limit_steps(state)
     # Pipelined, the last request's last token is still in flight after its step: one more

@@ -25,29 +25,31 @@ chosen by the policy (:func:`budgetlab.simulator.step.pop_victim` for FCFS, the 
 ``(priority, arrival index)`` in :func:`budgetlab.simulator.step.running_pass_priority`).
 
 The KV pool is a record of counters (:class:`KVPool`); with prefix caching on, a
-:class:`~budgetlab.simulator.blocks.PrefixBlockPool` also keeps every block's identity, behind
-the three operations the steps use: the blocks a chunk takes (and enters in the cache), the
-blocks a finish or a preemption frees (:func:`release_blocks`), and the admission check
-(:func:`head_admission`). Pipelined (async) scheduling adds two records: the requests whose
-last token is in flight (:attr:`SimState.finishing`, released by :func:`release_finishing`
-one step late) and, with caching, those whose latest token is not yet known.
+:class:`~budgetlab.simulator.blocks.PrefixBlockPool` also keeps every block's identity, and with
+several KV-cache groups a :class:`~budgetlab.simulator.kv_groups.KVGroups` keeps every group's
+tables: the blocks a chunk takes, those a finish or a preemption frees (:func:`release_blocks`),
+the admission check. Pipelined (async) scheduling adds the requests whose last token is in
+flight (:attr:`SimState.finishing`, released one step late) and, with caching, those whose
+latest token is not yet known.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 from array import array
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from budgetlab.attention import KVGroup
 from budgetlab.cost import CostModel
 from budgetlab.memory import ceil_blocks
-from budgetlab.simulator.blocks import BlockKeys, PrefixBlockPool
+from budgetlab.simulator.blocks import PrefixBlockPool
+from budgetlab.simulator.kv_groups import KVGroups, block_tables
+from budgetlab.simulator.queues import PriorityWaitingQueue
 from budgetlab.specs import Batch, EngineConfig
 
 if TYPE_CHECKING:  # the input module imports this one's block helper
@@ -212,50 +214,6 @@ class RequestArrays:
     first_scheduled_at_s: np.ndarray
     prefix_hit_tokens: np.ndarray
     recompute_hit_tokens: np.ndarray
-
-
-class PriorityWaitingQueue:
-    """The waiting queue of ``scheduling_policy="priority"``: a heap on ``(priority, index)``.
-
-    Requests are indexed in arrival order (equal arrivals in input order), so the key is vLLM's
-    ``(priority, arrival_time, request_id)`` (``vllm-v1-prefix-async-priority.md`` rule 32), the
-    submission order breaking arrival ties as vLLM's wall-clock stamps do: the smallest first. It offers the
-    deque operations the steps use; :meth:`appendleft` (a preempted request) pushes at the
-    request's own key, not at the front (rule 33).
-
-    Parameters
-    ----------
-    priority : list of int
-        Each request's priority, in arrival order.
-    """
-
-    __slots__ = ("_heap", "_priority")
-
-    def __init__(self, priority: list[int]) -> None:
-        self._heap: list[tuple[int, int]] = []
-        self._priority = priority
-
-    def append(self, request: int) -> None:
-        """Queue ``request`` at its key."""
-        heapq.heappush(self._heap, (self._priority[request], request))
-
-    appendleft = append  # a preempted request re-enters at its own key
-
-    def popleft(self) -> int:
-        """Take the best request (smallest key) off the queue."""
-        return heapq.heappop(self._heap)[1]
-
-    def __getitem__(self, position: int) -> int:
-        """``queue[0]``, the best request (only the head can be read)."""
-        if position != 0:
-            raise IndexError("only the head (index 0) of the priority queue can be read")
-        return self._heap[0][1]
-
-    def __len__(self) -> int:
-        return len(self._heap)
-
-    def __bool__(self) -> bool:
-        return bool(self._heap)
 
 
 @dataclass(eq=False, slots=True)
@@ -432,6 +390,8 @@ class SimState:
         submission order, so of equal keys the later-submitted request is evicted first.
     pool : PrefixBlockPool or None
         The blocks' identities, with prefix caching on (None: the counters of ``kv`` suffice).
+    groups : KVGroups or None
+        The block tables of several KV-cache groups (sliding window, ...; None: one full group).
     pipelined : bool
         ``engine.async_scheduling``: step k is planned before step k−1's outputs are processed.
     reserve_full_isl, watermark_blocks
@@ -482,6 +442,7 @@ class SimState:
     victim_keys: list[tuple[int, int]]
     kv: KVPool
     pool: PrefixBlockPool | None
+    groups: KVGroups | None
     pipelined: bool
     reserve_full_isl: bool
     watermark_blocks: int
@@ -505,7 +466,13 @@ class SimState:
     gaps: GapRecord = field(default_factory=GapRecord)
 
 
-def new_state(table: RequestTable, engine: EngineConfig, cost: CostModel, num_blocks: int) -> SimState:
+def new_state(
+    table: RequestTable,
+    engine: EngineConfig,
+    cost: CostModel,
+    num_blocks: int,
+    kv_groups: tuple[KVGroup, ...] = ("full",),
+) -> SimState:
     """The state before the first step: every request still to arrive, the pool all free.
 
     Arrivals are taken relative to the first one, the trace's origin (its value in the input's
@@ -527,15 +494,7 @@ def new_state(table: RequestTable, engine: EngineConfig, cost: CostModel, num_bl
         priority = table.priority[order].tolist()
         waiting = PriorityWaitingQueue(priority)
         victim_keys = list(zip(priority, range(len(order))))  # the index breaks arrival ties
-    pool = None
-    if engine.enable_prefix_caching:
-        keys = BlockKeys(
-            [table.prefix_id[i] for i in order.tolist()],
-            table.prefix_tokens[order],
-            table.prompt_tokens[order],
-            engine.block_size,
-        )
-        pool = PrefixBlockPool(num_blocks, keys, len(order), engine.block_size)
+    pool, groups = block_tables(table, order, engine, kv_groups, num_blocks)
     return SimState(
         table=table,
         order=order,
@@ -557,6 +516,7 @@ def new_state(table: RequestTable, engine: EngineConfig, cost: CostModel, num_bl
         victim_keys=victim_keys,
         kv=KVPool(num_blocks=num_blocks, free_blocks=num_blocks),
         pool=pool,
+        groups=groups,
         pipelined=engine.async_scheduling,
         reserve_full_isl=engine.scheduler_reserve_full_isl,
         watermark_blocks=math.floor(engine.watermark * (num_blocks + 1)),
@@ -585,6 +545,8 @@ def release_blocks(state: SimState, request: int, *, finished: bool) -> int:
     hold stay taken)."""
     if state.pool is not None:
         return state.pool.release(request, finished=finished)
+    if state.groups is not None:
+        return state.groups.release(request)
     return ceil_blocks(state.req.computed_tokens[request], state.block_size)
 
 
@@ -610,10 +572,25 @@ def retire_finished(state: SimState, finished: list[int], free_blocks: int) -> i
     return _release_all(state, finished, free_blocks)
 
 
-def release_finishing(state: SimState, free_blocks: int) -> int:
-    """Pipelined: the requests that sampled their last token in the previous step leave the
-    running list and free their blocks, now that this step is planned (rule 29). Returns the
-    free blocks [blocks]."""
+def release_finishing(state: SimState, free_blocks: int, scheduled: Collection[int] = ()) -> int:
+    """Pipelined, once this step (``scheduled``) is planned, the previous step's outputs are
+    processed (vLLM's ``update_from_output`` runs after the next ``schedule``). With prefix
+    caching, each request that sampled a token then and is not scheduled now (those that
+    finished, decodes the budget left out) first enters its blocks in the cache up to its
+    computed tokens (``update_from_output`` → ``cache_blocks(request, num_computed −
+    num_in_flight)``, ``vllm/v1/core/sched/scheduler.py``): a finished request's last full block
+    stays hittable. Then the finished ones leave the running list and free their blocks
+    (rule 29). Returns the free blocks [blocks]."""
+    in_flight = state.in_flight
+    if in_flight and len(scheduled) < len(state.running):  # one that sampled may be unscheduled
+        done = set(scheduled)
+        computed = state.req.computed_tokens
+        for r in state.running:
+            if r in in_flight and r not in done:
+                if state.pool is not None:
+                    state.pool.cache_full_blocks(r, computed[r])
+                elif state.groups is not None:
+                    state.groups.cache(r, computed[r])
     finishing = state.finishing
     if not finishing:
         return free_blocks

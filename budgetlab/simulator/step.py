@@ -26,6 +26,7 @@ from budgetlab.simulator.state import (
     SimState,
     StepPlan,
     allocate_chunk,
+    cache_limit_tokens,
     new_blocks,
     record_common_gaps,
     record_events,
@@ -76,7 +77,7 @@ def reference_step(state: SimState) -> None:
         num_cached_tokens=plan.num_cached_tokens,
     )
     if state.pipelined:
-        free = release_finishing(state, free)
+        free = release_finishing(state, free, plan.requests)
     sample_step(state, plan, state.now_s + duration, free)
 
 
@@ -107,6 +108,7 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
     preempted = plan.preempted
     finishing = state.finishing
     pool = state.pool
+    groups = state.groups
     add_request = plan.requests.append
     add_tokens = plan.num_tokens.append
     add_kind = plan.kinds.append
@@ -131,8 +133,12 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
             n = budget
         if threshold_tokens and n > threshold_tokens:
             n = threshold_tokens
-        # new_blocks(c, n, block_size), inlined in this hot loop (same value: see the tests)
-        need = (c + n + block_size - 1) // block_size - (c + block_size - 1) // block_size
+        if groups is None:
+            # new_blocks(c, n, block_size), inlined in this hot loop (same value: see the tests)
+            need = (c + n + block_size - 1) // block_size - (c + block_size - 1) // block_size
+        else:  # several KV-cache groups (kv_groups.py, G2 and G3)
+            free += groups.free_skipped(r, c - groups.in_flight.get(r, 0))
+            need = groups.num_new_blocks(r, c + n)
         if need > free:
             free, still_running = make_room(
                 state, plan, current=r, need_blocks=need, free_blocks=free, scheduled=scheduled
@@ -143,6 +149,8 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
         budget -= n
         if pool is not None:
             allocate_chunk(state, r, computed_tokens=c, num_tokens=n, new_blocks=need)
+        elif groups is not None:
+            groups.allocate(r, c + n, cache_tokens=min(c + n, cache_limit_tokens(state, r)) if groups.caching else 0)
         add_request(r)
         add_tokens(n)
         add_kind(RECOMPUTE if recomputing[r] else (DECODE if g else PREFILL))
@@ -191,6 +199,7 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
     preempted = plan.preempted
     finishing = state.finishing
     pool = state.pool
+    groups = state.groups
     # a copy either way: victims leave the running list anywhere
     walk = decode_first_order(state) if state.decode_first and state.num_not_decoding else list(running)
     for r in walk:
@@ -207,7 +216,11 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
             n = budget
         if threshold_tokens and n > threshold_tokens:
             n = threshold_tokens
-        need = new_blocks(c, n, block_size)
+        if groups is None:
+            need = new_blocks(c, n, block_size)
+        else:  # several KV-cache groups (kv_groups.py, G2 and G3)
+            free += groups.free_skipped(r, c - groups.in_flight.get(r, 0))
+            need = groups.num_new_blocks(r, c + n)
         dropped = False
         while need > free:
             victim = priority_victim(state)
@@ -218,7 +231,7 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
                 withdrawn = plan.num_tokens.pop(j)
                 del plan.requests[j], plan.kinds[j]
                 budget += withdrawn
-                if pool is None:  # the pool's release below frees this step's blocks too
+                if pool is None and groups is None:  # a pool's release below frees this step's blocks too
                     free += new_blocks(before, withdrawn, block_size)
             free += preempt(state, victim)
             preempted.append(victim)
@@ -231,6 +244,8 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
         budget -= n
         if pool is not None:
             allocate_chunk(state, r, computed_tokens=c, num_tokens=n, new_blocks=need)
+        elif groups is not None:
+            groups.allocate(r, c + n, cache_tokens=min(c + n, cache_limit_tokens(state, r)) if groups.caching else 0)
         plan.requests.append(r)
         plan.num_tokens.append(n)
         plan.kinds.append(RECOMPUTE if recomputing[r] else (DECODE if g else PREFILL))
@@ -355,7 +370,10 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
     free = free_blocks
     first: list[int] = []
     finished: list[int] = []
-    track_in_flight = state.pipelined and state.pool is not None
+    groups = state.groups
+    track_in_flight = state.pipelined and (state.pool is not None or (groups is not None and groups.caching))
+    if groups is not None and state.pipelined:  # G2: what the next step plans before this one is processed
+        groups.in_flight = dict(zip(plan.requests, plan.num_tokens))
     sampled: list[int] = []
     sampled_any = False
     for r, n, kind, before in zip(plan.requests, plan.num_tokens, plan.kinds, plan.computed_before):

@@ -16,6 +16,7 @@ from typing import NamedTuple
 from budgetlab.admission import budget_has_room, kv_blocks_fit, seq_slot_free
 from budgetlab.memory import ceil_blocks
 from budgetlab.simulator.blocks import Hit
+from budgetlab.simulator.kv_groups import GroupHit
 from budgetlab.simulator.state import PREFILL, RECOMPUTE, SimState, StepPlan
 
 __all__ = ["HeadAdmission", "head_admission", "admit_waiting"]
@@ -26,7 +27,7 @@ class HeadAdmission(NamedTuple):
     (:func:`head_admission`); ``num_tokens`` and ``cost_blocks`` are 0 when it cannot."""
 
     fits: bool
-    hit: Hit | None
+    hit: Hit | GroupHit | None
     hit_tokens: int
     num_tokens: int
     cost_blocks: int
@@ -51,6 +52,14 @@ def head_admission(
         whether its tokens fit the budget left); when it does, its chunk [tokens] and the free
         blocks admitting it takes [blocks] (new blocks, and hit blocks nobody held).
     """
+    if state.groups is not None:
+        return _grouped_admission(
+            state,
+            head,
+            budget_left_tokens=budget_left_tokens,
+            free_blocks=free_blocks,
+            threshold_tokens=threshold_tokens,
+        )
     block_size = state.block_size
     known = state.req.prompt_tokens[head] + state.req.generated_tokens[head]
     hit = None
@@ -75,6 +84,35 @@ def head_admission(
     if cost + reserve > free_blocks:
         return HeadAdmission(False, hit, hit_tokens, 0, 0)
     return HeadAdmission(True, hit, hit_tokens, n, cost)
+
+
+def _grouped_admission(
+    state: SimState, head: int, *, budget_left_tokens: int, free_blocks: int, threshold_tokens: int
+) -> HeadAdmission:
+    """:func:`head_admission` with several KV-cache groups (:mod:`budgetlab.simulator.kv_groups`,
+    rules G4 and G7): the hit must be cached in every group, and each group counts its own new
+    and hit blocks; the whole-sequence check caps each windowed group at its admission bound."""
+    groups = state.groups
+    assert groups is not None
+    known = state.req.prompt_tokens[head] + state.req.generated_tokens[head]
+    hit = groups.lookup(head, known)
+    reserve = state.watermark_blocks if state.running else 0
+    refused = HeadAdmission(False, hit, hit.tokens, 0, 0)
+    if state.reserve_full_isl:
+        whole = known if groups.max_model_len is None else min(known, groups.max_model_len)
+        if groups.admission_blocks(hit, whole, capped=True) + reserve > free_blocks:
+            return refused
+    n = known - hit.tokens
+    if threshold_tokens and n > threshold_tokens:
+        n = threshold_tokens
+    if n > budget_left_tokens:
+        if not state.chunked_prefill:
+            return refused
+        n = budget_left_tokens
+    cost = groups.admission_blocks(hit, hit.tokens + n, capped=False)
+    if cost + reserve > free_blocks:
+        return refused
+    return HeadAdmission(True, hit, hit.tokens, n, cost)
 
 
 def admit_waiting(
@@ -121,18 +159,20 @@ def admit_waiting(
         state.num_not_decoding += 1
         free -= admission.cost_blocks
         budget -= n
-        if pool is not None and admission.hit is not None:
+        groups = state.groups
+        if groups is not None:  # G4: the hit's blocks, then the chunk's, in every group
+            known = req.prompt_tokens[head] + req.generated_tokens[head]
+            assert isinstance(admission.hit, GroupHit)
+            groups.take_hit(head, admission.hit)
+            groups.allocate(head, hit_tokens + n, cache_tokens=min(hit_tokens + n, known))
+            if groups.caching:
+                _count_hit(state, plan, head, known, hit_tokens)
+        elif pool is not None and isinstance(admission.hit, Hit):
             known = req.prompt_tokens[head] + req.generated_tokens[head]
             pool.take_hit(head, admission.hit)
             pool.grow(head, ceil_blocks(hit_tokens + n, state.block_size) - len(admission.hit.blocks))
             pool.cache_full_blocks(head, min(hit_tokens + n, known))
-            state.num_query_tokens += known
-            state.num_hit_tokens += hit_tokens
-            plan.num_cached_tokens += hit_tokens
-            if recomputing[head]:
-                req.recompute_hit_tokens[head] += hit_tokens
-            else:
-                req.prefix_hit_tokens[head] = hit_tokens
+            _count_hit(state, plan, head, known, hit_tokens)
         if math.isnan(first_scheduled[head]):
             first_scheduled[head] = state.now_s
         plan.requests.append(head)
@@ -140,3 +180,14 @@ def admit_waiting(
         plan.kinds.append(RECOMPUTE if recomputing[head] else PREFILL)
         plan.computed_before.append(hit_tokens)
     return free
+
+
+def _count_hit(state: SimState, plan: StepPlan, head: int, known_tokens: int, hit_tokens: int) -> None:
+    """Record an admission's lookup and hit (prefix caching on)."""
+    state.num_query_tokens += known_tokens
+    state.num_hit_tokens += hit_tokens
+    plan.num_cached_tokens += hit_tokens
+    if state.req.recomputing[head]:
+        state.req.recompute_hit_tokens[head] += hit_tokens
+    else:
+        state.req.prefix_hit_tokens[head] = hit_tokens
