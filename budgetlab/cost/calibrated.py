@@ -24,27 +24,17 @@ Memory roof ``M`` [s]
       other weight takes :data:`~budgetlab.memory.QUANTIZED_BYTES_PER_WEIGHT` ``q`` bytes (1 for
       fp8 and int8, 0.515625 for int4 with its group scales).
       Mixture of experts (``moe=True``): ``shared_bytes + layers × D(n) × expert_bytes``,
-      where ``expert`` is one expert's parameters in one layer, ``shared`` the rest (attention,
-      embeddings, norms, router), and ``D(n) = E × (1 − (1 − k/E)^n)`` the expected number of
-      distinct experts the step's ``n`` tokens touch per layer (``E`` experts, ``k`` per
-      token). ``D`` assumes each token picks each expert with probability ``k/E``,
-      independently of the other tokens (uniform, independent routing); real routers are
-      skewed and tokens of one prompt correlate, so real steps touch somewhat fewer experts.
-      ``D(1) = k`` exactly and ``D(n) → E`` for large ``n``. The parameter split comes from the
-      catalog's totals alone: ``layers × expert = (num_params − num_active_params) / (E − k)``
-      and ``shared = num_params − E × layers × expert``. Unquantized both parts take ``b``
-      bytes per parameter; quantized, the experts take ``q`` and the shared part
-      ``embedding × b + (shared − embedding) × q`` (the embedding and output projection are
-      shared and stay in ``dtype``), so at large ``n`` ``W(n)`` tends to
-      :func:`~budgetlab.memory.weight_bytes` with the same ``quantization``. With
-      ``expert_parallel`` a GPU reads its slowest peer's touched whole experts instead
-      (:mod:`budgetlab.cost.moe_step`).
+      ``D(n)`` the expected distinct experts the step's ``n`` tokens touch per layer
+      (:mod:`budgetlab.cost.moe_step` has the split and ``D``).
     * ``kv_reads=True`` adds the KV cache every sequence in the step reads: each decode reads
       its whole context, and each prefill chunk reads the cached tokens before it (its own new
       keys and values stay on chip). The bytes per token per GPU are
       :func:`~budgetlab.memory.kv_bytes_per_token` with ``kv_cache_dtype`` (an fp8 cache reads
       one byte per element, half of a 16-bit one); ``s_kv = min(tp, num_kv_heads)``: tensor
       parallelism splits the KV heads, and vLLM replicates them when ``tp`` exceeds their number.
+    * A model with an attention layout (sliding-window, chunked-local, MLA, Mamba layers):
+      these terms count its full-attention layers; the others add ``kv_read``, ``state_read``,
+      ``attention_math``, ``mla_projection`` and ``recurrent_math`` (:mod:`budgetlab.cost.attention_terms`).
 
 Compute roof ``C`` [s]
     ``(T(n) × 2 × P + A) / (peak_flops × flop_efficiency × tp)``
@@ -133,6 +123,13 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from budgetlab._checks import finite_array, flag
+from budgetlab.cost.attention_terms import (
+    attended_pairs,
+    full_attention_layers,
+    full_kv_bytes_per_token,
+    layout_cost,
+    layout_step,
+)
 from budgetlab.cost.calibrated_checks import check_fields
 from budgetlab.cost.moe_step import MoeStepTable, moe_weight_split
 from budgetlab.cost.presets import GPU_PROFILE, TYPICAL
@@ -152,11 +149,12 @@ from budgetlab.cost.step_terms import (
     graph_constants,
     graph_modes,
     knee_loss,
+    layout_sums,
     step_time_s,
 )
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import ConfigError, ParameterError
-from budgetlab.memory import activation_dtype_bytes, kv_bytes_per_token, weight_bytes, weight_bytes_per_gpu
+from budgetlab.memory import activation_dtype_bytes, weight_bytes, weight_bytes_per_gpu
 from budgetlab.specs import Batch, EngineConfig, HardwareSpec, ModelSpec
 
 __all__ = ["CalibratedCost", "TYPICAL", "GPU_PROFILE"]
@@ -305,7 +303,7 @@ class CalibratedCost:
         shared_bytes, expert_bytes = moe_weight_split(self)
         full = float(activation_dtype_bytes(m, self.dtype))
         table = MoeStepTable(self) if moe and (self.moe_block_padding or self.expert_parallel) else None
-        kv_bytes = kv_bytes_per_token(m, tp=self.tp, dtype=self.dtype, kv_cache_dtype=self.kv_cache_dtype)
+        kv_bytes = full_kv_bytes_per_token(m, tp=self.tp, dtype=self.dtype, kv_cache_dtype=self.kv_cache_dtype)
         ring = 2.0 * (self.tp - 1) / self.tp
         link = hw.interconnect_bandwidth_bytes_per_s
         graph, launch = graph_constants(self)
@@ -341,6 +339,7 @@ class CalibratedCost:
                 graph=graph,
                 graph_padding=graph is not None and bool(self.graph_padding),
                 launch_s=launch,
+                layout=layout_cost(self, bandwidth, flop_rate),
             ),
         )
 
@@ -487,9 +486,10 @@ class CalibratedCost:
 
     @property
     def attention_flops_per_pair(self) -> float:
-        """Attention FLOPs per (query, key) pair over all layers [FLOP]: ``4 × L × H × d``."""
+        """Attention FLOPs per (query, key) pair over the full-attention layers [FLOP]: ``4 × L × H
+        × d`` (every layer without a layout; :mod:`budgetlab.cost.attention_terms` the others)."""
         m = self.model
-        return 4.0 * m.num_layers * m.num_attention_heads * m.head_dim
+        return 4.0 * full_attention_layers(m) * m.num_attention_heads * m.head_dim
 
     @property
     def overhead_s(self) -> float:
@@ -569,10 +569,11 @@ class CalibratedCost:
         padded: Any = None,
         launch_s: Any = None,
         eager: Any = False,
+        layout_s: Any = None,
     ) -> Any:
         """Step time [s]: :func:`budgetlab.cost.step_terms.step_time_s` with this cost's constants."""
-        c = self._constants
-        return step_time_s(c, self.per_token_s, tokens, pairs, kv_tokens, weight_read_s, padded, launch_s, eager)
+        c, per_token_s = self._constants, self.per_token_s
+        return step_time_s(c, per_token_s, tokens, pairs, kv_tokens, weight_read_s, padded, launch_s, eager, layout_s)
 
     def _weight_read_s(self, tokens: Any) -> Any:
         """Seconds to read the weights a step of ``tokens`` tokens touches, on one GPU."""
@@ -607,9 +608,11 @@ class CalibratedCost:
             "context_tokens", context_tokens, what="finite numbers of tokens >= 0", low=0.0, error=ValueError
         )
         tokens, context = np.broadcast_arrays(tokens, context)
-        pairs = tokens * context + tokens * (tokens + 1.0) / 2.0
+        pairs = attended_pairs("full", tokens, context)
         padded, launch_s, eager = graph_arrays(self._constants, tokens, context)
-        time_s = self._time_s(tokens, pairs, context, self._weight_read_s(tokens), padded, launch_s, eager)
+        lc = self._constants.layout
+        layout_s = None if lc is None else layout_step(lc, 0.0, 0.0, (tokens,), (context,))
+        time_s = self._time_s(tokens, pairs, context, self._weight_read_s(tokens), padded, launch_s, eager, layout_s)
         return float(time_s) if time_s.ndim == 0 else time_s
 
     def batch_time_s(self, batch: Batch) -> float:
@@ -623,8 +626,8 @@ class CalibratedCost:
         tokens, pairs, kv_tokens = batch_sums(batch)
         mode, graph_tokens = dispatch_step(self._constants, tokens, batch.prefill_tokens, batch.prefill_context_tokens)
         padded, launch_s = graph_args(self._constants, mode, graph_tokens)
-        weight_read_s = self._weight_read_s(tokens)
-        return float(self._time_s(tokens, pairs, kv_tokens, weight_read_s, padded, launch_s, mode == NONE))
+        weight_read_s, layout_s = self._weight_read_s(tokens), layout_sums(self._constants, batch)
+        return float(self._time_s(tokens, pairs, kv_tokens, weight_read_s, padded, launch_s, mode == NONE, layout_s))
 
     def step_terms(self, batch: Batch) -> StepTerms:
         """The step time of :meth:`batch_time_s` split into named terms [s] that add up to it.
@@ -651,7 +654,7 @@ class CalibratedCost:
         mode, padded = dispatch_step(self._constants, tokens, batch.prefill_tokens, batch.prefill_context_tokens)
         weight_read_s = self._weight_read_s(tokens)
         c, per_token_s = self._constants, self.per_token_s
-        return breakdown(c, per_token_s, tokens, pairs, kv_tokens, weight_read_s, mode, padded)
+        return breakdown(c, per_token_s, tokens, pairs, kv_tokens, weight_read_s, mode, padded, layout_sums(c, batch))
 
     def cudagraph_modes(self, num_tokens: ArrayLike, uniform_decode: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """The CUDA-graph mode and padded tokens of steps (vectorized), as :meth:`batch_time_s`
@@ -664,14 +667,8 @@ class CalibratedCost:
         uniform_decode : array_like of bool
             Whether each step is a uniform decode (every chunk one token over a cached context).
 
-        Returns
-        -------
-        (modes, padded_tokens) : (numpy.ndarray of str, numpy.ndarray of int)
-
-        Raises
-        ------
-        ConfigError
-            The cost has no engine's graphs recorded (build it with :meth:`for_engine`).
+        Returns ``(modes, padded_tokens)``: arrays of str and int. Raises ``ConfigError`` when the
+        cost has no engine's graphs recorded (build it with :meth:`for_engine`).
         """
         return graph_modes(self._constants, num_tokens, uniform_decode)
 
@@ -694,5 +691,6 @@ class CalibratedCost:
         weight_read_s = self._weight_read_s(tokens)  # the same in every step of the run
         mode, graph_tokens = dispatch_step(self._constants, tokens, (), ())  # the same in every step
         padded, launch_s = graph_args(self._constants, mode, graph_tokens)
-        token_array = np.full(decode_context.shape, tokens)
-        return self._time_s(token_array, pairs, kv_tokens, weight_read_s, padded, launch_s, mode == NONE)
+        token_array, lc = np.full(decode_context.shape, tokens), self._constants.layout
+        layout_s = None if lc is None else layout_step(lc, decodes, decode_context)
+        return self._time_s(token_array, pairs, kv_tokens, weight_read_s, padded, launch_s, mode == NONE, layout_s)

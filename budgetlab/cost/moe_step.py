@@ -1,8 +1,25 @@
 """Mixture-of-experts terms of :class:`~budgetlab.cost.CalibratedCost`'s step, from :mod:`budgetlab.cost.moe`.
 
-The step cost prices a mixture of experts (``moe=True``) with the expected distinct experts
-``D(n)`` a step's ``n`` tokens touch (its module docstring). Two refinements come from the
-fused-MoE kernel and the deployment (:mod:`budgetlab.cost.moe` restates what vLLM 0.33 runs):
+The step cost prices a mixture of experts (``moe=True``) with the expected distinct experts a
+step's ``n`` tokens touch: it reads ``shared_bytes + layers × D(n) × expert_bytes`` of weights,
+where ``expert`` is one expert's parameters in one layer, ``shared`` the rest (attention,
+embeddings, norms, router), and ``D(n) = E × (1 − (1 − k/E)^n)`` the expected number of
+distinct experts the step's ``n`` tokens touch per layer (``E`` experts, ``k`` per token). ``D``
+assumes each token picks each expert with probability ``k/E``, independently of the other
+tokens (uniform, independent routing); real routers are skewed and tokens of one prompt
+correlate, so real steps touch somewhat fewer experts. ``D(1) = k`` exactly and ``D(n) → E``
+for large ``n``. The parameter split comes from the catalog's totals alone: ``layers × expert
+= (num_params − num_active_params) / (E − k)`` and ``shared = num_params − E × layers ×
+expert`` (:func:`moe_weight_split`). Unquantized both parts take ``b`` bytes per parameter;
+quantized, the experts take ``q`` and the shared part ``embedding × b + (shared − embedding)
+× q`` (the embedding and output projection are shared and stay in ``dtype``); under
+``"mxfp4"``, which quantizes the experts only, the shared part is what
+:func:`~budgetlab.memory.weight_bytes` leaves in ``dtype``. So at large ``n`` the step's
+weight bytes tend to :func:`~budgetlab.memory.weight_bytes` with the same
+``quantization``.
+
+Two refinements come from the fused-MoE kernel and the deployment (:mod:`budgetlab.cost.moe`
+restates what vLLM 0.33 runs):
 
 ``moe_block_padding`` (switch)
     ``moe_align_block_size`` pads every expert's routed (token, expert) pairs to a whole
@@ -49,7 +66,7 @@ import numpy as np
 
 from budgetlab.cost.moe import expected_experts_per_gpu, expert_flops_per_gpu
 from budgetlab.errors import ConfigError
-from budgetlab.memory import QUANTIZED_BYTES_PER_WEIGHT, activation_dtype_bytes, embedding_params
+from budgetlab.memory import QUANTIZED_BYTES_PER_WEIGHT, activation_dtype_bytes, embedding_params, weight_bytes
 
 __all__ = ["MoeStepTable", "check_expert_parallel", "moe_weight_split"]
 
@@ -69,6 +86,10 @@ def moe_weight_split(cost: Any) -> tuple[float, float]:
     if cost.quantization is None:
         return shared * full, expert * full
     quantized = QUANTIZED_BYTES_PER_WEIGHT[cost.quantization]
+    if cost.quantization == "mxfp4":  # the experts only: the rest keeps weight_bytes' dtype bytes
+        return weight_bytes(
+            m, dtype=cost.dtype, quantization="mxfp4"
+        ) - m.num_experts * expert * quantized, expert * quantized
     kept = min(float(embedding_params(m)), shared)  # embedding + output projection, in dtype
     return kept * full + (shared - kept) * quantized, expert * quantized
 

@@ -47,7 +47,10 @@ class IdealCost:
     Attention, KV reads and overheads are left out on purpose: the shape is the point
     (see :mod:`budgetlab.cost.calibrated` for what real steps add). Every parameter counts as
     touched by every token, as in a dense model; for a mixture-of-experts model this overstates
-    the math (``CalibratedCost(moe=True)`` uses the active parameters).
+    the math (``CalibratedCost(moe=True)`` uses the active parameters). An attention layout
+    (sliding window, MLA, Mamba: :attr:`~budgetlab.specs.ModelSpec.attention`) changes only
+    terms this model leaves out; :class:`~budgetlab.cost.CalibratedCost` prices them
+    (:mod:`budgetlab.cost.attention_terms`), and quantized weights (MXFP4, NVFP4, ...).
 
     Parameters
     ----------

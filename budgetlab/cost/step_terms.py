@@ -52,8 +52,10 @@ The breakdown
 -------------
 :func:`breakdown` recomputes a step the way :func:`step_time_s` prices it and names each part
 (:data:`STEP_TERM_NAMES`): the overheads; the binding roof's parts at full value (weight and KV
-reads when memory binds; linear math, ``graph_padding``, ``moe_block_padding``
-(:mod:`budgetlab.cost.moe_step`) and attention math when compute binds)
+reads, and ``state_read``, when memory binds; linear math, ``graph_padding``,
+``moe_block_padding`` (:mod:`budgetlab.cost.moe_step`), attention math, ``mla_projection`` and
+``recurrent_math`` when compute binds; the layout terms are those of
+:mod:`budgetlab.cost.attention_terms`, 0 for a model without a layout)
 and the other roof's parts at 0, since the roof hides them; ``knee_overlap_loss``; the
 all-reduce; and the launch term of the step's mode (``piecewise_launch`` for PIECEWISE,
 ``eager_launch`` for a step without a graph). The terms add up to the step time to rounding. A
@@ -77,6 +79,7 @@ from typing import Any
 import numpy as np
 
 from budgetlab._checks import finite_array
+from budgetlab.cost.attention_terms import LayoutCost, LayoutStep, attended_pairs, layout_step
 from budgetlab.cost.collective import all_reduce_s, fused_with_norm
 from budgetlab.cost.moe_step import MoeStepTable
 from budgetlab.cudagraph import cudagraph_capture_sizes, full_graph_sizes, uniform_decode_query_len
@@ -98,10 +101,13 @@ STEP_TERM_NAMES = (
     "layer_overhead",
     "weight_read",
     "kv_read",
+    "state_read",
     "linear_math",
     "graph_padding",
     "moe_block_padding",
     "attention_math",
+    "mla_projection",
+    "recurrent_math",
     "knee_overlap_loss",
     "all_reduce",
     "piecewise_launch",
@@ -185,6 +191,7 @@ class _Constants:
     graph: GraphDispatch | None
     graph_padding: bool
     launch_s: tuple[float, float, float] | None  # host time per step by mode code; None: no term
+    layout: LayoutCost | None = None  # layers other than full attention; None: none
 
 
 FUSED_NORM_S = 4e-6
@@ -320,12 +327,15 @@ def step_time_s(
     padded: Any = None,
     launch_s: Any = None,
     eager: Any = False,
+    layout_s: LayoutStep | None = None,
 ) -> Any:
     """Step time [s] from token count, attention pairs and KV tokens read: the one formula of
     :class:`~budgetlab.cost.CalibratedCost` (its module docstring, and this one for the graph
     terms). ``padded`` is the tokens the linear layers run on (``None``: ``tokens``);
     ``launch_s`` the host launch time the GPU work may hide (``None``: no term); ``eager``
-    whether the step runs without a CUDA graph (its all-reduces then pay their launch).
+    whether the step runs without a CUDA graph (its all-reduces then pay their launch);
+    ``layout_s`` the terms of the layers other than full attention
+    (:func:`~budgetlab.cost.attention_terms.layout_step`; ``None``: a model without them).
 
     Takes Python floats (the simulator's per-step path, ~1 µs) or float arrays (vectorized
     sweeps and decode runs). Only correctly rounded operations (+, −, ×, ÷, max, min, ceil) run
@@ -335,6 +345,8 @@ def step_time_s(
     memory_s = weight_read_s
     if c.kv_reads:
         memory_s = memory_s + kv_tokens * c.kv_s_per_token
+        if layout_s is not None:
+            memory_s = memory_s + layout_s.memory_s
     linear_tokens = tokens if padded is None else padded
     graph_tokens = linear_tokens
     if c.tile_tokens is not None:
@@ -345,6 +357,8 @@ def step_time_s(
         compute_s = compute_s + c.moe_padding.padding_s(graph_tokens)
     if c.attention:
         compute_s = compute_s + pairs * c.attention_s_per_pair
+        if layout_s is not None:
+            compute_s = compute_s + layout_s.compute_s
     roof_s = max(memory_s, compute_s) if scalar else np.maximum(memory_s, compute_s)
     if c.knee_overlap_loss > 0:
         low_s = min(memory_s, compute_s) if scalar else np.minimum(memory_s, compute_s)
@@ -375,7 +389,7 @@ def batch_sums(batch: Batch) -> tuple[float, float, float]:
     for chunk, context in zip(batch.prefill_tokens, batch.prefill_context_tokens, strict=True):
         n, c = float(chunk), float(context)
         prefill_tokens = prefill_tokens + n
-        prefill_pairs = prefill_pairs + (n * c + n * (n + 1.0) / 2.0)
+        prefill_pairs = prefill_pairs + attended_pairs("full", n, c)
         prefill_context = prefill_context + c
     decodes = float(batch.num_decodes)
     decode_context = float(batch.decode_context_tokens)
@@ -383,6 +397,16 @@ def batch_sums(batch: Batch) -> tuple[float, float, float]:
     pairs = prefill_pairs + (decode_context + decodes)
     kv_tokens = prefill_context + decode_context
     return tokens, pairs, kv_tokens
+
+
+def layout_sums(c: _Constants, batch: Batch) -> LayoutStep | None:
+    """The step's terms of the layers other than full attention (``None`` without them)."""
+    if c.layout is None:
+        return None
+    decodes = float(batch.num_decodes)
+    return layout_step(
+        c.layout, decodes, float(batch.decode_context_tokens), batch.prefill_tokens, batch.prefill_context_tokens
+    )
 
 
 def dispatch_step(
@@ -434,6 +458,7 @@ def breakdown(
     weight_read_s: float,
     mode: int | None,
     padded: float,
+    layout_s: LayoutStep | None = None,
 ) -> StepTerms:
     """The named terms of one step, computed as :func:`step_time_s` computes the step.
 
@@ -444,6 +469,10 @@ def breakdown(
     linear_padded, launch_s = graph_args(c, mode, padded)
     kv_s = kv_tokens * c.kv_s_per_token if c.kv_reads else 0.0
     memory_s = weight_read_s + kv_s if c.kv_reads else weight_read_s
+    layout_kv_s = layout_state_s = 0.0
+    if c.kv_reads and layout_s is not None:  # the same additions as step_time_s, in its order
+        layout_kv_s, layout_state_s = layout_s.kv_s, layout_s.state_s
+        memory_s = memory_s + layout_s.memory_s
     real_linear_s = _tiles(tokens, c.tile_tokens) * per_token_s
     graph_tokens = tokens if linear_padded is None else linear_padded
     linear_s = _tiles(graph_tokens, c.tile_tokens) * per_token_s
@@ -451,15 +480,21 @@ def breakdown(
     attention_s = pairs * c.attention_s_per_pair if c.attention else 0.0
     compute_s = linear_s + moe_s if c.moe_padding is not None else linear_s
     compute_s = compute_s + attention_s if c.attention else compute_s
+    layout_compute = (0.0, 0.0, 0.0)
+    if c.attention and layout_s is not None:
+        layout_compute = (layout_s.attention_s, layout_s.projection_s, layout_s.recurrent_s)
+        compute_s = compute_s + layout_s.compute_s
     high, low = max(memory_s, compute_s), min(memory_s, compute_s)
     knee_s = c.knee_overlap_loss * low * (low / high) if c.knee_overlap_loss > 0 and high > 0 else 0.0
     bound = "memory" if memory_s >= compute_s else "compute"
     if tokens > 0:
         if bound == "memory":
-            terms["weight_read"], terms["kv_read"] = weight_read_s, kv_s
+            terms["weight_read"], terms["kv_read"] = weight_read_s, kv_s + layout_kv_s
+            terms["state_read"] = layout_state_s
         else:
             terms["linear_math"], terms["graph_padding"] = real_linear_s, linear_s - real_linear_s
-            terms["moe_block_padding"], terms["attention_math"] = moe_s, attention_s
+            terms["moe_block_padding"], terms["attention_math"] = moe_s, attention_s + layout_compute[0]
+            terms["mla_projection"], terms["recurrent_math"] = layout_compute[1:]
         terms["knee_overlap_loss"] = knee_s
         terms["step_overhead"], terms["layer_overhead"] = c.step_overhead_s, c.layers_overhead_s
         eager = mode == NONE
