@@ -53,6 +53,14 @@ SMALL: dict[str, dict[str, Any]] = {
         "ladder_max_batch": 600,
         "moe_budgets": [512, 2048, 8192],
     },
+    "12-attention-kinds": {
+        "models": ["gemma-3-27b", "gpt-oss-20b", "qwen3-next-80b-a3b"],  # beside model qwen3-32b
+        "context_lengths": [4096, 32768],
+        "gate_num_requests": 100,
+        "tune_num_requests": 60,
+        "tune_budget_factors": [1.0],
+        "tune_cap_factors": [1.0, 2.0],
+    },
 }
 
 
@@ -245,6 +253,37 @@ def _check_11(r: dict) -> None:
         assert len(r["all_reduce_errors"]) == 100
 
 
+def _check_12(r: dict) -> None:
+    assert r["families"] == {
+        "qwen3-32b": "full attention",
+        "gemma-3-27b": "sliding window",
+        "gpt-oss-20b": "sliding window",
+        "qwen3-next-80b-a3b": "hybrid (Mamba / linear)",
+    }
+    assert r["kv_groups"]["gemma-3-27b"] == "6 × sliding window 1,024 + 1 × full"
+    # each on the fewest H100s holding 8 requests of 32,768 tokens (vLLM 0.19's accounting)
+    tp = {d["model"]: d["tp"] for d in r["deployments"]}
+    assert tp == {"qwen3-32b": 2, "gemma-3-27b": 2, "gpt-oss-20b": 1, "qwen3-next-80b-a3b": 4}
+    assert all(c >= 8 for c in r["max_concurrency"].values())
+    full_only = r["max_concurrency_full_only"]
+    assert full_only["qwen3-32b"] is None and full_only["qwen3-next-80b-a3b"] is None  # NaN -> null
+    assert r["max_concurrency"]["gemma-3-27b"] > 2 * full_only["gemma-3-27b"]  # the 1,024-token windows
+    # the same load: with every layer full Gemma 3's pool has fewer blocks and the KV gate binds more
+    runs = {(g["model"], g["manager"].startswith("hybrid")): g for g in r["gate_runs"]}
+    hybrid, full = runs[("gemma-3-27b", True)], runs[("gemma-3-27b", False)]
+    assert full["num_kv_blocks"] < hybrid["num_kv_blocks"] and full["gate_kv"] > hybrid["gate_kv"]
+    assert ("qwen3-next-80b-a3b", False) not in runs  # vLLM runs no Mamba hybrid with every layer full
+    assert {g["cost_model"] for g in r["gate_runs"]} == {"typical"} and r["memory_model"].startswith("vLLM 0.19")
+    assert r["model"] == "qwen3-32b" and r["models"][0] == "qwen3-32b"  # the reference first
+    for knob in r["knobs"]:
+        assert knob["tuned"] or knob["reason"]
+        if knob["tuned"]:
+            assert 1 <= knob["max_num_seqs"] <= knob["max_num_batched_tokens"] and knob["capacity_per_s"] > 0
+    if r["kv_logs"] is not None:  # the shared data is present (developers, CI)
+        compared = [row for row in r["kv_logs"] if row["status"] == "compared"]
+        assert len(compared) >= 31 and {"sliding window", "MLA"} <= {row["family"] for row in compared}
+
+
 def _check_09(r: dict) -> None:
     assert r["max_num_seqs"] == 256 and r["slot_bound_max_num_seqs"] == 8
     shared = r["workload"]["shared_prefix_fraction"]
@@ -308,6 +347,10 @@ CHECKS: dict[str, tuple[set[str], Callable[[dict], None]]] = {
     "11-multi-gpu": (
         {"tp_deployable", "decode_step_s", "tpot_mean_s", "ladder_sizes", "ladder_jumps", "moe_ttft", "runs"},
         _check_11,
+    ),
+    "12-attention-kinds": (
+        {"families", "deployments", "max_concurrency", "concurrency_by_length", "gate_runs", "knobs", "kv_logs"},
+        _check_12,
     ),
 }
 
@@ -382,13 +425,14 @@ NEW_NOTEBOOK_BAD_PARAMETERS = [
         "parameter `slot_bound_max_num_seqs` must be below max_num_seqs (256)",
     ),
     ("11-multi-gpu", {"moe_model": "llama-3.1-70b"}, "parameter `moe_model` must be a mixture-of-experts model"),
+    ("12-attention-kinds", {"models": ["gpt-oss-20b", "gpt-oss-20b"]}, "parameter `models` must be a list of distinct"),
 ]
 
 
 @pytest.mark.parametrize(
     ("notebook", "parameters", "message"),
     NEW_NOTEBOOK_BAD_PARAMETERS,
-    ids=["05-low-cap", "06-example-hardware", "09-slot-cap", "11-dense-moe-model"],
+    ids=["05-low-cap", "06-example-hardware", "09-slot-cap", "11-dense-moe-model", "12-repeated-model"],
 )
 def test_bad_parameter_stops_the_new_notebooks_at_validation(notebook, parameters, message, tmp_path: Path):
     with pytest.raises(PapermillExecutionError) as info:

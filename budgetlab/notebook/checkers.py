@@ -48,6 +48,7 @@ __all__ = [
     "require_trace_path",
     "require_hardware",
     "require_model",
+    "require_model_list",
 ]
 
 #: Longest list a list parameter may hold unless its rule says otherwise [entries].
@@ -376,6 +377,17 @@ def require_hardware(name: str, value: Any) -> HardwareSpec:
 def require_model(name: str, value: Any) -> ModelSpec:
     """A model slug in the catalog; returns its :class:`~budgetlab.specs.ModelSpec`."""
     return _lookup(name, value, catalog.resolve_model, catalog.list_models(), "list_models")
+
+
+def require_model_list(name: str, value: Any, *, max_length: int = 8) -> list[str]:
+    """A non-empty list of catalog model slugs, each once, in the order given; returns the slugs."""
+    if not _is_list(value) or not 0 < len(value) <= max_length:
+        expected = f"a non-empty list of at most {max_length} model slugs from budgetlab's catalog"
+        raise parameter_error(name, value, expected, how_to_pass(name, ["qwen3-32b", "gpt-oss-20b"]))
+    slugs = [require_model(f"{name}[{i}]", item).slug for i, item in enumerate(value)]
+    if len(set(slugs)) != len(slugs):
+        raise parameter_error(name, value, "a list of distinct model slugs", "list each model once")
+    return slugs
 
 
 def _lookup(name: str, value: Any, resolve: Callable[..., Spec], known: list[str], lister_name: str) -> Spec:
