@@ -13,6 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_accuracy
+import bench_kv_groups
 import bench_scale
 import bench_traces
 
@@ -25,6 +26,8 @@ def main() -> None:
     bench_simulator.main([])
     print("\n== scale: memory per request, step log and summary ==", flush=True)
     bench_scale.main([])
+    print("\n== KV-cache groups (sliding-window models) ==", flush=True)
+    bench_kv_groups.main([])
     print("\n== trace loading ==", flush=True)
     bench_traces.main([])
     print("\n== sweeps and capacity ==", flush=True)

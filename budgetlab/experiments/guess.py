@@ -40,7 +40,16 @@ from budgetlab.cost.named import CostSpec, check_cost, cost_label, make_cost
 from budgetlab.errors import DoesNotFitError
 from budgetlab.experiments.slo import SLO, check_slo
 from budgetlab.experiments.sweep import engine_template
-from budgetlab.memory import KVCapacity, blocks_for_tokens, is_tight, kv_capacity, memory_levers, tight_memory_text
+from budgetlab.memory import (
+    KVCapacity,
+    blocks_for_tokens,
+    is_tight,
+    kv_capacity,
+    memory_levers,
+    scheduler_kv_groups,
+    tight_memory_text,
+)
+from budgetlab.simulator.kv_groups import peak_blocks
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
 from budgetlab.text import fmt_latency
 from budgetlab.workload import SweepWorkload, check_workload, mean_sequence_tokens
@@ -526,7 +535,7 @@ def first_guess(
     budget, moved = bounds(cap).clamp(wanted)
     for _ in range(2):
         kv_tokens, pool, pool_engine = _kv_pool(template, hw, mdl, budget, cap)
-        cap_raw = int(kv_tokens // mean_tokens)
+        cap_raw = _requests_held(pool_engine, mdl, kv_tokens, mean_tokens)
         cap = min(round_cap(cap_raw), budget)
     budget_bounds = bounds(cap)
     if budget > budget_bounds.top:
@@ -538,8 +547,8 @@ def first_guess(
     levers = memory_levers(hw, mdl, pool_engine) if pool is not None and is_tight(pool) else None
     sentences.append(
         f"The KV pool holds {kv_tokens:,} tokens; at the workload's mean of {mean_tokens:,.0f} "
-        f"tokens per request (prompt + output) that is {cap_raw:,} sequences, so the first "
-        f"guess for max_num_seqs is {cap:,}{clipped}."
+        f"tokens per request (prompt + output) that is {cap_raw:,} sequences"
+        f"{_windows_note(pool_engine, mdl)}, so the first guess for max_num_seqs is {cap:,}{clipped}."
     )
     if pool is not None and levers is not None:
         sentences.append(tight_memory_text(pool, levers))
@@ -584,6 +593,23 @@ def _budget_sentence(slo: SLO, raw: int | None, budget: int, moved: str, setting
     if moved:
         text += f"; the budget is {moved}"
     return text + "."
+
+
+def _requests_held(engine: EngineConfig, mdl: ModelSpec, kv_tokens: int, mean_tokens: float) -> int:
+    """Requests of ``mean_tokens`` the pool holds at once [count]: ``kv_tokens // mean_tokens``
+    for one full-attention group; with several KV-cache groups (sliding windows, Mamba) the
+    usable blocks over the blocks such a request holds in all groups at its last step
+    (:func:`budgetlab.simulator.kv_groups.peak_blocks`), since a window frees what it left."""
+    groups, block_size = scheduler_kv_groups(mdl, engine)
+    if groups == ("full",):
+        return int(kv_tokens // mean_tokens)
+    blocks = kv_tokens // engine.block_size
+    return int(blocks // peak_blocks(groups, max(1, round(mean_tokens)), block_size))
+
+
+def _windows_note(engine: EngineConfig, mdl: ModelSpec) -> str:
+    groups, _ = scheduler_kv_groups(mdl, engine)
+    return "" if groups == ("full",) else " (its sliding-window / Mamba groups hold less than every token)"
 
 
 def _kv_pool(
