@@ -335,15 +335,22 @@ class KVGroups:
             return
         self.num_cached[request] = full
         key = self.keys.key
-        for g in self.attention:
-            held = self.blocks[g][request]
-            for i in range(first, full):
+        block_key = self._block_key
+        cached = self._cached
+        tables = [(g, self.blocks[g][request]) for g in self.attention]
+        for i in range(first, full):
+            content = key(request, i)
+            for g, held in tables:
                 block = held[i]
                 if block == NULL_BLOCK:
                     continue
-                entry = (key(request, i), g)
-                self._block_key[block] = entry
-                self._cached.setdefault(entry, []).append(block)
+                entry = (content, g)
+                block_key[block] = entry
+                copies = cached.get(entry)
+                if copies is None:
+                    cached[entry] = [block]
+                else:
+                    copies.append(block)
 
     # ---------------------------------------------------------------------------------------
     # G5: release
