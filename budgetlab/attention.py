@@ -180,17 +180,23 @@ class AttentionLayout:
         pattern: list[str] = []
         for word in pattern_text.split():
             kind, star, repeat = word.partition("*")
-            if star and not repeat.isdigit():
-                raise ConfigError(f"attention pattern {word!r}: write kind*n with n a whole number")
+            if star and not (repeat.isascii() and repeat.isdigit() and int(repeat) >= 1):
+                raise ConfigError(f"attention pattern {word!r}: write kind*n with n a whole number >= 1")
             pattern.extend([kind] * (int(repeat) if star else 1))
+        if len(pattern) > num_layers:
+            raise ConfigError(
+                f"attention pattern {pattern_text.strip()!r} names {len(pattern)} layers but the model has {num_layers}"
+            )
         sizes: dict[str, object] = {}
         allowed = {f for f in cls.__dataclass_fields__ if f not in ("layer_kinds", "source")}
         for item in sizes_text.replace(",", " ").split():
             name, eq, value = item.partition("=")
-            if not eq or name not in allowed or not value.isdigit():
+            if not eq or name not in allowed or not (value.isascii() and value.isdigit()):
                 raise ConfigError(
                     f"attention size {item!r}: write name=int with name one of {', '.join(sorted(allowed))}"
                 )
+            if name in sizes:
+                raise ConfigError(f"attention size {name!r} is given twice in {text!r}")
             sizes[name] = int(value)
         return cls.from_pattern(pattern, num_layers, **sizes)
 
@@ -340,14 +346,15 @@ def normalize_kv_groups(value: object) -> tuple[KVGroup, ...]:
 
 
 def describe_kv_groups(groups: Sequence[KVGroup]) -> str:
-    """One line for a tuple of group entries: ``"5 × sliding window 1,024 + 1 × full"``."""
+    """One line for a tuple of group entries: ``"5 × sliding window 1,024 tokens + 1 × full"``."""
     counts: dict[KVGroup, int] = {}
     for entry in groups:
         counts[entry] = counts.get(entry, 0) + 1
     parts = []
     for entry, n in counts.items():
         kind, size = group_kind(entry)
-        label = kind if kind == "full" else f"{kind.replace('_', ' ')} {size:,}"
+        unit = "B state" if kind == "mamba" else "tokens"
+        label = kind if kind == "full" else f"{kind.replace('_', ' ')} {size:,} {unit}"
         parts.append(f"{n} × {label}")
     return " + ".join(parts)
 

@@ -15,7 +15,7 @@ from typing import Literal
 from budgetlab import _checks as limits
 from budgetlab._checks import finite_number, flag, int_at_least, number_in
 from budgetlab._engine_checks import check_cudagraph_fields, check_formats
-from budgetlab.attention import AttentionLayout, KVGroup, normalize_kv_groups
+from budgetlab.attention import AttentionLayout, KVGroup, describe_kv_groups, normalize_kv_groups
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import ConfigError
 from budgetlab.formats import DTYPES, KV_CACHE_DTYPES, QUANTIZATIONS
@@ -254,6 +254,7 @@ class ModelSpec:
             ("hidden / intermediate", f"{fmt_int(self.hidden_size)} / {fmt_int(self.intermediate_size)}"),
             ("vocabulary", fmt_int(self.vocab_size)),
             ("bytes per weight", str(self.dtype_bytes)),
+            ("attention", self.attention.describe() if self.attention else "every layer full"),
         ]
 
     def __repr__(self) -> str:
@@ -373,10 +374,11 @@ class EngineConfig:
         The KV-cache groups the scheduler allocates for, one entry per group, each ``"full"``,
         ``("sliding_window", W)``, ``("chunked_local", C)`` or ``("mamba", state_bytes)``, all
         drawing ``block_size``-token blocks from one pool (:mod:`budgetlab.attention`).
-        ``None`` (default) derives them from the model as vLLM's hybrid KV cache manager does
-        (:func:`budgetlab.attention.kv_cache_groups`; one ``"full"`` group for a model whose
-        layers are all full attention); set it for what-ifs (``("full",)`` is vLLM's
-        ``--disable-hybrid-kv-cache-manager``).
+        ``None`` (default) derives them from the model as vLLM does
+        (:func:`budgetlab.memory.scheduler_kv_groups`: one ``"full"`` group for an all
+        full-attention model or when vLLM turns its hybrid manager off, as for Llama 4's chunked
+        layers; a Mamba hybrid's larger block); set it for what-ifs. Only ``("full",)``
+        (vLLM's ``--disable-hybrid-kv-cache-manager``) changes the pool's size.
 
     Raises
     ------
@@ -420,9 +422,8 @@ class EngineConfig:
                 continue
             value = getattr(self, f.name)
             if value != f.default:
-                rows.append(
-                    (f.name, fmt_int(value) if isinstance(value, int) and not isinstance(value, bool) else str(value))
-                )
+                text = fmt_int(value) if isinstance(value, int) and not isinstance(value, bool) else str(value)
+                rows.append((f.name, describe_kv_groups(value) if f.name == "kv_groups" else text))
         return rows
 
     def __repr__(self) -> str:

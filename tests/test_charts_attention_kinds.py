@@ -28,7 +28,7 @@ def _deployments() -> pd.DataFrame:
             "reason": ["", "", "no degree of [1, 2] holds 8 requests of 32,768 tokens"],
             "weight_bytes_per_gpu": [32.8e9, 54.0e9, math.nan],
             "kv_bytes": [39.1e9, 18.2e9, math.nan],
-            "kv_groups": ["1 × full", "6 × sliding window 1,024 + 1 × full", math.nan],
+            "kv_groups": ["1 × full", "6 × sliding window 1,024 tokens + 1 × full", math.nan],
             "block_size": [16, 16, math.nan],
             "vllm_kv_cache_tokens": [298_400, 31_744, math.nan],
             "max_concurrency": [9.11, 2.52, math.nan],

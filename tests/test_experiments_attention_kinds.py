@@ -51,7 +51,7 @@ def test_model_layouts_count_layers_and_bytes_by_hand():
     assert oss.kv_bytes_per_token_every_token == oss.kv_bytes_per_token_windowed == 24_576
     assert oss.sliding_window == 128 and oss.state_bytes_per_request == 0
     assert (gemma.sliding_window_layers, gemma.full_layers, gemma.sliding_window) == (52, 10, 1024)
-    assert gemma.kv_groups == "6 × sliding window 1,024 + 1 × full"
+    assert gemma.kv_groups == "6 × sliding window 1,024 tokens + 1 × full"
 
 
 def test_model_layouts_state_of_a_linear_attention_hybrid():
@@ -130,7 +130,7 @@ def test_kv_gate_runs_a_sliding_model_keeps_fewer_blocks_than_with_every_layer_f
     runs = ak.kv_gate_runs(H100, gemma, workload=_long_docs(150), rate_per_s=2.0, max_points=50)
     table = runs.table.set_index("manager")
     hybrid, full = table.loc[ak.HYBRID_MANAGER], table.loc[ak.FULL_ONLY_MANAGER]
-    assert hybrid.kv_groups == "6 × sliding window 1,024 + 1 × full" and full.kv_groups == "1 × full"
+    assert hybrid.kv_groups == "6 × sliding window 1,024 tokens + 1 × full" and full.kv_groups == "1 × full"
     assert full.num_kv_blocks < hybrid.num_kv_blocks  # every group's page in one block
     assert full.num_preemptions > hybrid.num_preemptions and bool(full.kv_bound)
     shares = table[["gate_slot", "gate_budget", "gate_kv", "gate_none"]].sum(axis=1)
@@ -170,6 +170,27 @@ def test_recommended_knobs_counts_what_the_pool_holds_group_by_group():
     for row in knobs[knobs.tuned].itertuples():
         assert 1 <= row.max_num_seqs <= row.max_num_batched_tokens and row.capacity_per_s > 0
     assert set(knobs.cost_model) == {"typical"}
+
+
+def test_the_tuners_first_cap_counts_what_a_request_holds_in_every_group():
+    # GPT-OSS 20B on a fixed pool of 20,000 blocks: its first cap is the pool over what a
+    # request of the mean length holds at its last step in both groups (peak_blocks: its sliding
+    # group only cdiv(127 + 1, 16) or so blocks), not the pool's tokens over the mean length
+    from budgetlab import EngineConfig
+    from budgetlab.experiments.guess import first_guess, requests_pool_holds, round_cap
+    from budgetlab.simulator.kv_groups import peak_blocks
+
+    eng = EngineConfig(max_num_batched_tokens=8192, max_num_seqs=1024, num_kv_blocks=20_000, quantization="mxfp4")
+    guess = first_guess(
+        _long_docs(40), slo=SLO(ttft_p90_s=3.0, itl_p99_s=0.08), hardware=H100, model="gpt-oss-20b", engine=eng
+    )
+    groups = (("sliding_window", 128), "full")
+    mean = round(guess.mean_sequence_tokens)
+    holds = requests_pool_holds(groups, 20_000, 16, guess.mean_sequence_tokens)
+    assert holds == 20_000 / peak_blocks(groups, mean, 16)
+    assert peak_blocks(groups, mean, 16) <= math.ceil(mean / 16) + 10  # the window's blocks, not the request's
+    assert guess.max_num_seqs == min(round_cap(int(holds)), guess.max_num_batched_tokens)
+    assert int(holds) > 1.8 * (20_000 * 16 // 2) / guess.mean_sequence_tokens
 
 
 def test_kv_log_rows_merge_compared_and_skipped_by_row():

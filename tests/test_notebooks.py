@@ -260,7 +260,7 @@ def _check_12(r: dict) -> None:
         "gpt-oss-20b": "sliding window",
         "qwen3-next-80b-a3b": "hybrid (Mamba / linear)",
     }
-    assert r["kv_groups"]["gemma-3-27b"] == "6 × sliding window 1,024 + 1 × full"
+    assert r["kv_groups"]["gemma-3-27b"] == "6 × sliding window 1,024 tokens + 1 × full"
     # each on the fewest H100s holding 8 requests of 32,768 tokens (vLLM 0.19's accounting)
     tp = {d["model"]: d["tp"] for d in r["deployments"]}
     assert tp == {"qwen3-32b": 2, "gemma-3-27b": 2, "gpt-oss-20b": 1, "qwen3-next-80b-a3b": 4}

@@ -11,6 +11,7 @@ right after scheduling. The comments derive each ``free`` from the rules.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -79,6 +80,37 @@ def test_groups_are_formed_as_vllm_forms_them():
     uneven = AttentionLayout(("full",) + ("sliding_window",) * 13 + ("full",) * 11, sliding_window=64)
     assert kv_cache_groups(uneven) == (("full", ("sliding_window", 64)), 13)  # 13 < 12 * 1.5: groups of 13
     assert kv_cache_groups(None) == (("full",), 0)
+
+
+def test_layout_text_is_read_strictly():
+    layout = AttentionLayout.parse("sliding_window*5 full; sliding_window=1024", 62)
+    assert layout.to_text() == "sliding_window*5 full; sliding_window=1024" and layout.count("full") == 10
+    for bad, words in (
+        ("sliding_window*0 full; sliding_window=8", "n a whole number >= 1"),
+        ("sliding_window*٣ full; sliding_window=8", "n a whole number"),
+        ("full; sliding_window=٣", "name=int"),
+        ("sliding_window full; sliding_window=8 sliding_window=9", "given twice"),
+        ("full*63", "names 63 layers but the model has 62"),
+        ("full; window=8", "name=int"),
+        ("diagonal", "unknown layer kind"),
+    ):
+        with pytest.raises(ConfigError, match=words):
+            AttentionLayout.parse(bad, 62)
+
+
+def test_explicit_groups_of_a_mamba_hybrid_keep_vllms_block_size():
+    # Setting kv_groups to the groups vLLM derives must schedule the same as leaving it None:
+    # the Mamba hybrid's 272-token block (Qwen3-Next at TP 4) stays, it does not fall to 16.
+    from budgetlab import hardware, model
+    from budgetlab.memory import scheduler_kv_groups
+
+    next80b = model("qwen3-next-80b-a3b")
+    base = EngineConfig.vllm_defaults(hardware("h100-sxm"), tensor_parallel_size=4, enable_prefix_caching=False)
+    derived = scheduler_kv_groups(next80b, base)
+    assert derived[1] == 272 and derived[0][-1] == "full"
+    assert scheduler_kv_groups(next80b, replace(base, kv_groups=derived[0])) == derived
+    # a what-if without its Mamba groups takes the engine's block size
+    assert scheduler_kv_groups(next80b, replace(base, kv_groups=SW32))[1] == 16
 
 
 def test_kv_groups_are_checked():

@@ -41,6 +41,7 @@ from budgetlab.errors import (
     ParameterError,
     RequestTooLargeError,
 )
+from budgetlab.experiments.guess import requests_pool_holds
 from budgetlab.experiments.slo import SLO
 from budgetlab.experiments.tune import tune
 from budgetlab.memory import (
@@ -55,7 +56,6 @@ from budgetlab.memory import (
 )
 from budgetlab.metrics import gate_shares, run_numbers
 from budgetlab.simulator import simulate
-from budgetlab.simulator.kv_groups import peak_blocks
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
 from budgetlab.workload import SweepWorkload, check_workload, mean_sequence_tokens
 
@@ -511,10 +511,8 @@ def _with_columns(rows: list[dict[str, object]], columns: Sequence[str]) -> pd.D
     return frame
 
 
-def _requests_held(cap: KVCapacity, tokens: float) -> float:
-    """Requests of ``tokens`` tokens the pool holds at once at their last step [requests]."""
-    per_request = peak_blocks(cap.kv_groups, max(round(tokens), 1), cap.block_size)
-    return cap.num_blocks / per_request
+def _pool_holds(cap: KVCapacity, tokens: float) -> float:
+    return requests_pool_holds(cap.kv_groups, cap.num_blocks, cap.block_size, tokens)
 
 
 def recommended_knobs(
@@ -536,8 +534,8 @@ def recommended_knobs(
     under ``slo``, the tuner searching ``budget_factors`` × its first budget and
     ``cap_factors`` × its first cap. Beside the answer: the requests of the workload's mean
     length the KV pool holds at once, group by group (a sliding group keeps only its window;
-    :func:`budgetlab.simulator.kv_groups.peak_blocks`), against the tuner's first cap (the pool's
-    tokens over the mean length, as if every layer kept every token).
+    :func:`budgetlab.experiments.guess.requests_pool_holds`), which is where the tuner's first
+    cap comes from (rounded, and clipped to the budget).
 
     Returns
     -------
@@ -565,7 +563,7 @@ def recommended_knobs(
             "family": attention_family(model),
             "tp": int(row.tp),
             "mean_sequence_tokens": mean_tokens,
-            "requests_pool_holds": _requests_held(kv_capacity(hardware, model, eng), mean_tokens),
+            "requests_pool_holds": _pool_holds(kv_capacity(hardware, model, eng), mean_tokens),
             "cost_model": cost,
         }
         try:

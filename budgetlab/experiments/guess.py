@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from budgetlab._checks import int_at_least, random_seed
+from budgetlab.attention import KVGroup
 from budgetlab.catalog import resolve_hardware, resolve_model
 from budgetlab.cost.inverse import MAX_SEARCH_TOKENS, budget_for_step_time
 from budgetlab.cost.named import CostSpec, check_cost, cost_label, make_cost
@@ -55,6 +56,7 @@ from budgetlab.text import fmt_latency
 from budgetlab.workload import SweepWorkload, check_workload, mean_sequence_tokens
 
 __all__ = [
+    "requests_pool_holds",
     "tile_budget",
     "tile_step",
     "budget_candidate",
@@ -535,7 +537,7 @@ def first_guess(
     budget, moved = bounds(cap).clamp(wanted)
     for _ in range(2):
         kv_tokens, pool, pool_engine = _kv_pool(template, hw, mdl, budget, cap)
-        cap_raw = _requests_held(pool_engine, mdl, kv_tokens, mean_tokens)
+        cap_raw = _requests_held(pool_engine, mdl, kv_tokens, pool, mean_tokens)
         cap = min(round_cap(cap_raw), budget)
     budget_bounds = bounds(cap)
     if budget > budget_bounds.top:
@@ -595,16 +597,24 @@ def _budget_sentence(slo: SLO, raw: int | None, budget: int, moved: str, setting
     return text + "."
 
 
-def _requests_held(engine: EngineConfig, mdl: ModelSpec, kv_tokens: int, mean_tokens: float) -> int:
-    """Requests of ``mean_tokens`` the pool holds at once [count]: ``kv_tokens // mean_tokens``
-    for one full-attention group; with several KV-cache groups (sliding windows, Mamba) the
-    usable blocks over the blocks such a request holds in all groups at its last step
-    (:func:`budgetlab.simulator.kv_groups.peak_blocks`), since a window frees what it left."""
+def requests_pool_holds(groups: tuple[KVGroup, ...], num_blocks: int, block_size: int, tokens: float) -> float:
+    """Requests of ``tokens`` tokens (prompt + output) a pool of ``num_blocks`` usable blocks holds
+    at once, each at its last step [requests]: the blocks over what one such request holds in
+    every KV-cache group then (:func:`budgetlab.simulator.kv_groups.peak_blocks`: a sliding
+    window only its window, a Mamba group one block)."""
+    return num_blocks / peak_blocks(groups, max(1, round(tokens)), block_size)
+
+
+def _requests_held(
+    engine: EngineConfig, mdl: ModelSpec, kv_tokens: int, pool: KVCapacity | None, mean_tokens: float
+) -> int:
+    """The first cap's count of requests [count]: ``kv_tokens // mean_tokens`` for one
+    full-attention group; with several groups, :func:`requests_pool_holds` of the pool."""
     groups, block_size = scheduler_kv_groups(mdl, engine)
     if groups == ("full",):
         return int(kv_tokens // mean_tokens)
-    blocks = kv_tokens // engine.block_size
-    return int(blocks // peak_blocks(groups, max(1, round(mean_tokens)), block_size))
+    num_blocks = pool.num_blocks if pool is not None else int(engine.num_kv_blocks or 0)
+    return int(requests_pool_holds(groups, num_blocks, block_size, mean_tokens))
 
 
 def _windows_note(engine: EngineConfig, mdl: ModelSpec) -> str:

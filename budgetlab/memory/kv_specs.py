@@ -72,7 +72,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from budgetlab.attention import AttentionLayout, KVGroup, kv_cache_groups, max_admission_blocks
+from budgetlab.attention import AttentionLayout, KVGroup, group_kind, kv_cache_groups, max_admission_blocks
 from budgetlab.errors import ConfigError
 from budgetlab.memory.sizes import check_tp, layer_kv_bytes_per_token, mamba_state_bytes_per_gpu
 from budgetlab.specs import EngineConfig, ModelSpec
@@ -194,7 +194,8 @@ def kv_block_size(model: ModelSpec, engine: EngineConfig) -> int:
 def scheduler_kv_groups(model: ModelSpec | None, engine: EngineConfig) -> tuple[tuple[KVGroup, ...], int]:
     """The KV-cache groups the scheduler allocates for, and their block size [tokens].
 
-    ``engine.kv_groups`` with ``engine.block_size`` when set (a what-if); else the groups
+    ``engine.kv_groups`` when set (a what-if), with ``engine.block_size`` unless they keep the
+    model's Mamba groups (then :func:`kv_block_size`, as vLLM sizes it); else the groups
     :func:`plan_kv_pool` forms for ``model`` (one ``"full"`` group for a model without a layout
     or with the hybrid manager off, all sliding layers of one window one sliding group) with
     :func:`kv_block_size`.
@@ -206,6 +207,14 @@ def scheduler_kv_groups(model: ModelSpec | None, engine: EngineConfig) -> tuple[
         the scheduler does not model; a Mamba model with the hybrid manager off.
     """
     if engine.kv_groups is not None:
+        mamba_groups = any(group_kind(g)[0] == "mamba" for g in engine.kv_groups)
+        if (
+            mamba_groups
+            and model is not None
+            and model.attention is not None
+            and "mamba" in model.attention.layer_kinds
+        ):
+            return engine.kv_groups, kv_block_size(model, engine)  # the block vLLM sizes for the states
         return engine.kv_groups, engine.block_size
     if model is None or model.attention is None:
         return ("full",), engine.block_size

@@ -21,10 +21,10 @@ vLLM's hybrid pool instead: groups of layers, one page size, ``num_gpu_blocks = 
 / page / layers per group)``, and the "GPU KV cache size" and "Maximum concurrency" vLLM logs
 for it (:mod:`budgetlab.memory.kv_specs`; :attr:`KVCapacity.plan`).
 
-Accuracy: against all 31 vLLM 0.19 start-ups on H100 in ``vllm_kv_logs.csv`` that the catalog
-can express (see :mod:`budgetlab.experiments.kv_logs`; GPT-OSS 20B's two-group pools among
-them), the predicted "GPU KV cache size" and "Maximum concurrency" are within 2 % wherever the
-pool holds ≥ 10 GiB and within 8 % where it is tight.
+Accuracy: against all 36 vLLM 0.19 start-ups on H100 in ``vllm_kv_logs.csv`` that the catalog
+can express (see :mod:`budgetlab.experiments.kv_logs`; GPT-OSS 20B's two-group pools, Gemma 3's
+seven groups, MLA and Llama 4 Scout among them), the predicted "GPU KV cache size" and "Maximum
+concurrency" are within 2 % wherever the pool holds ≥ 10 GiB and within 8 % where it is tight.
 """
 
 from __future__ import annotations
@@ -144,8 +144,12 @@ class KVCapacity:
 
     @property
     def num_tokens(self) -> int:
-        """Tokens the usable blocks hold [tokens]: ``num_blocks × block_size``; with several
-        KV-cache groups, ``num_blocks // groups × block_size`` (each group holding them)."""
+        """Tokens the usable blocks hold [tokens]: ``num_blocks × block_size``. With several
+        KV-cache groups this is ``num_blocks // groups × block_size``, the tokens each group could
+        hold if the groups shared the blocks equally: a rough size only (a window or a Mamba
+        group holds far fewer blocks per request); what a request really takes is
+        :attr:`max_concurrency` (vLLM's own figure) or
+        :func:`budgetlab.experiments.guess.requests_pool_holds`."""
         return self.num_blocks // len(self.kv_groups) * self.block_size
 
     @property
@@ -214,7 +218,10 @@ def kv_capacity(hardware: HardwareSpec, model: ModelSpec, engine: EngineConfig) 
         ``gpu_memory_utilization``, ``max_num_batched_tokens``, ``max_num_seqs``,
         ``block_size`` and the deployment: ``tensor_parallel_size``,
         ``pipeline_parallel_size`` (the smallest stage's pool is returned), ``dtype``,
-        ``kv_cache_dtype``, ``quantization``.
+        ``kv_cache_dtype``, ``quantization``. For a model with an attention layout the pool is
+        vLLM's hybrid one (:mod:`budgetlab.memory.kv_specs`); with prefix caching on, a Mamba
+        group is sized as vLLM's ``mamba_cache_mode="align"`` sizes it (two blocks per request),
+        a mode the simulator does not schedule (it asks for ``enable_prefix_caching=False``).
 
     Raises
     ------

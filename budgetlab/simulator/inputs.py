@@ -399,12 +399,13 @@ def check_cost_matches_engine(cost: object, engine: EngineConfig) -> None:
 def engine_kv_groups(engine: EngineConfig, model: ModelSpec | None) -> tuple[EngineConfig, tuple[KVGroup, ...]]:
     """The KV-cache groups a run schedules, and the engine it runs: ``engine.kv_groups``, else
     those vLLM forms from the model's layers (:func:`budgetlab.memory.scheduler_kv_groups`; one
-    full group when the model is unknown or all full attention). Where vLLM raises the block
-    size for the model (Mamba / linear-attention hybrids, :func:`budgetlab.memory.kv_block_size`)
-    the engine returned has vLLM's block size."""
+    full group when the model is unknown or all full attention). With several groups the engine
+    returned names them (``kv_groups``) and has the block size vLLM uses for the model (larger
+    for Mamba / linear-attention hybrids, :func:`budgetlab.memory.kv_block_size`), so
+    ``SimResult.engine`` says what ran and simulates the same again."""
     groups, block_size = memory.scheduler_kv_groups(model, engine)
-    if block_size != engine.block_size:
-        engine = replace(engine, block_size=block_size)
+    if groups != ("full",) and (engine.kv_groups != groups or block_size != engine.block_size):
+        engine = replace(engine, kv_groups=groups, block_size=block_size)  # the result says what ran
     return engine, groups
 
 

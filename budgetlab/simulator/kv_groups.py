@@ -303,7 +303,8 @@ class KVGroups:
                 else:
                     freed += skip - first
                 first = skip
-            # the processed tokens from which block `first` of this group leaves its window
+            # the processed tokens from which block `first` of this group leaves its window: the
+            # least p with skipped_tokens(group, p) // block_size > first (skipped_tokens inverted)
             if kind == "sliding_window":
                 at = (first + 1) * block_size + size - 1
             else:
