@@ -57,9 +57,9 @@ SMALL: dict[str, dict[str, Any]] = {
         "models": ["gemma-3-27b", "gpt-oss-20b", "qwen3-next-80b-a3b"],  # beside model qwen3-32b
         "context_lengths": [4096, 32768],
         "gate_num_requests": 100,
-        "tune_num_requests": 60,
+        "tune_num_requests": 40,
         "tune_budget_factors": [1.0],
-        "tune_cap_factors": [1.0, 2.0],
+        "tune_cap_factors": [1.0],
     },
 }
 
