@@ -16,9 +16,12 @@ from budgetlab import _checks as limits
 from budgetlab._checks import finite_number, flag, int_at_least, number_in
 from budgetlab._engine_checks import check_cudagraph_fields, check_formats
 from budgetlab.attention import AttentionLayout, KVGroup, describe_kv_groups, normalize_kv_groups
+from budgetlab.batch import Batch
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import ConfigError
 from budgetlab.formats import DTYPES, KV_CACHE_DTYPES, QUANTIZATIONS
+from budgetlab.request import Request
+from budgetlab.speculative import check_speculative
 from budgetlab.text import fmt_bandwidth, fmt_flops_rate, fmt_gib, fmt_int
 from budgetlab.vision import VisionEncoder
 
@@ -379,6 +382,13 @@ class EngineConfig:
         full-attention model or when vLLM turns its hybrid manager off, as for Llama 4's chunked
         layers; a Mamba hybrid's larger block); set it for what-ifs. Only ``("full",)``
         (vLLM's ``--disable-hybrid-kv-cache-manager``) changes the pool's size.
+    num_speculative_tokens : int
+        Speculative decoding: draft tokens proposed per decoding request per step, ``k`` (vLLM's
+        ``--speculative-config`` ``num_speculative_tokens``); 0 (default) turns it off. A
+        decoding request then asks the scheduler for ``1 + k`` tokens, and the drafts' KV slots and
+        input slots are reserved as :mod:`budgetlab.speculative` says.
+    speculative_method : {None, "ngram", "draft_model", "eagle", "eagle3", "mtp"}
+        The drafter (vLLM's ``method``); required with ``num_speculative_tokens`` > 0.
 
     Raises
     ------
@@ -410,6 +420,8 @@ class EngineConfig:
     enforce_eager: bool = False
     enable_expert_parallel: bool = False
     kv_groups: tuple[KVGroup, ...] | None = None
+    num_speculative_tokens: int = 0
+    speculative_method: str | None = None
 
     def _display_rows(self) -> list[tuple[str, str]]:
         """The budget and the cap, then every field that differs from its default."""
@@ -553,148 +565,5 @@ class EngineConfig:
                 "with chunked prefill off, set max_model_len so vLLM can check that the longest "
                 "prompt fits in one step's budget (or enable chunked prefill)."
             )
+        check_speculative(self)  # vLLM's SpeculativeConfig and VllmConfig checks (budgetlab/speculative.py)
         check_cudagraph_fields(self)  # vLLM's checks in VllmConfig._set_cudagraph_sizes (budgetlab/cudagraph.py)
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """One inference request as the simulator sees it.
-
-    Parameters
-    ----------
-    request_id : int or str
-        Unique name, used in step logs and result tables.
-    arrival_at_s : float
-        When it reaches the server [s], in [0, 2**62] (:data:`budgetlab._checks.MAX_INSTANT_S`; the
-        simulator measures times from the first arrival and bounds the span).
-    prompt_tokens : int
-        Prompt length [tokens], in [1, 2**27] (:data:`budgetlab._checks.MAX_TOKENS`).
-    output_tokens : int
-        Tokens it generates, the first one included [tokens], in [1, 2**27].
-    priority : int
-        Its priority under ``EngineConfig(scheduling_policy="priority")`` (vLLM's
-        ``priority``): a smaller value is served first, negative values allowed; default 0.
-        Ignored by the FCFS policy. At most 2**62 in magnitude (it is stored as int64).
-    prefix_id : int, str or None
-        Names the token stream this request shares with others (a system prompt, one
-        conversation); None (default): it shares nothing.
-    prefix_tokens : int
-        How many of its first tokens are that stream [tokens], 0 to ``prompt_tokens +
-        output_tokens``; two requests of one ``prefix_id`` have their first
-        ``min(prefix_tokens)`` tokens in common. Beyond ``prompt_tokens`` it declares that the
-        output it generates is the stream too (a conversation turn whose answer the next turn
-        sends back). Equal to ``prompt_tokens``: as in vLLM's own tests, two requests with the
-        same whole prompt generate the same tokens, so they share their output blocks too.
-        Read by ``EngineConfig(enable_prefix_caching=True)`` only.
-    """
-
-    request_id: int | str
-    arrival_at_s: float
-    prompt_tokens: int
-    output_tokens: int
-    priority: int = 0
-    prefix_id: int | str | None = None
-    prefix_tokens: int = 0
-
-    def __post_init__(self) -> None:
-        where = f"request {self.request_id!r}: "
-        seconds = "a finite number of seconds >= 0"
-        bound = limits.MAX_INSTANT_S
-        number_in(where + "arrival_at_s", self.arrival_at_s, low=0.0, what=seconds, error=ValueError, maximum=bound)
-        for name in ("prompt_tokens", "output_tokens"):
-            int_at_least(where + name, getattr(self, name), 1, error=ValueError, maximum=limits.MAX_TOKENS)
-        priority = "an int in [-2**62, 2**62] (smaller is served first)"
-        int_at_least(where + "priority", self.priority, -(2**62), what=priority, error=ValueError)
-        if self.priority > 2**62:
-            raise ValueError(f"{where}priority must be {priority}, got {self.priority!r}")
-        if self.prefix_id is not None and (
-            isinstance(self.prefix_id, bool) or not isinstance(self.prefix_id, int | str)
-        ):
-            raise ValueError(f"{where}prefix_id must be an int, a str or None, got {self.prefix_id!r}")
-        total = self.prompt_tokens + self.output_tokens
-        shared = f"an int in [0, prompt_tokens + output_tokens = {total}]"
-        int_at_least(where + "prefix_tokens", self.prefix_tokens, 0, what=shared, error=ValueError)
-        if self.prefix_tokens > total:
-            raise ValueError(f"{where}prefix_tokens must be {shared}, got {self.prefix_tokens!r}")
-        if self.prefix_tokens and self.prefix_id is None:
-            raise ValueError(
-                f"{where}prefix_tokens={self.prefix_tokens} needs a prefix_id naming what it shares "
-                "(or set prefix_tokens=0)"
-            )
-
-    @property
-    def total_tokens(self) -> int:
-        """Prompt plus output [tokens]."""
-        return self.prompt_tokens + self.output_tokens
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """The composition of one step: what the forward pass processes.
-
-    Attributes
-    ----------
-    num_decodes : int
-        Decoding sequences, one token each [count].
-    decode_context_tokens : int
-        Sum over those decodes of the tokens already in their KV cache [tokens].
-    prefill_tokens : tuple of int
-        One entry per prefill (or recompute) chunk: its length [tokens].
-    prefill_context_tokens : tuple of int
-        For each chunk, the tokens of the same request already in the KV cache [tokens]
-        (0 for a first chunk; a later chunk attends to all earlier ones).
-
-    Raises
-    ------
-    ValueError
-        A count that is not an int >= 0 (a bool, a float, NaN or a string included), chunk
-        lists that are not tuples, or not one context entry per chunk. The simulator builds one
-        ``Batch`` a step with Python ints, so the check tests ``type(x) is int`` inline first.
-    """
-
-    num_decodes: int = 0
-    decode_context_tokens: int = 0
-    prefill_tokens: tuple[int, ...] = ()
-    prefill_context_tokens: tuple[int, ...] = ()
-
-    def __post_init__(self) -> None:
-        decodes, context = self.num_decodes, self.decode_context_tokens
-        chunks, contexts = self.prefill_tokens, self.prefill_context_tokens
-        if (
-            type(decodes) is not int
-            or type(context) is not int
-            or decodes < 0
-            or context < 0
-            or type(chunks) is not tuple
-            or type(contexts) is not tuple
-            or len(chunks) != len(contexts)
-        ):
-            self._refuse()
-        for n in chunks:
-            if type(n) is not int or n < 0:
-                self._refuse()
-        for n in contexts:
-            if type(n) is not int or n < 0:
-                self._refuse()
-
-    def _refuse(self) -> None:
-        """The slow path of the check: accept NumPy ints, else ``ValueError`` naming the field."""
-        for name in ("num_decodes", "decode_context_tokens"):
-            int_at_least(name, getattr(self, name), 0, what="an int >= 0", error=ValueError)
-        for name in ("prefill_tokens", "prefill_context_tokens"):
-            values = getattr(self, name)
-            if not isinstance(values, tuple):
-                raise ValueError(f"{name} must be a tuple of ints >= 0 [tokens], got {values!r}")
-            for i, value in enumerate(values):
-                int_at_least(f"{name}[{i}]", value, 0, what="an int >= 0 [tokens]", error=ValueError)
-        if len(self.prefill_tokens) != len(self.prefill_context_tokens):
-            raise ValueError(
-                f"Batch has {len(self.prefill_tokens)} prefill chunks but "
-                f"{len(self.prefill_context_tokens)} context entries; give one "
-                "prefill_context_tokens entry per chunk"
-            )
-
-    @property
-    def num_tokens(self) -> int:
-        """Tokens the step processes [tokens]."""
-        return self.num_decodes + sum(self.prefill_tokens)
