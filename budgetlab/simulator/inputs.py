@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -49,6 +49,9 @@ __all__ = [
     "INPUT_COLUMNS",
 ]
 
+#: The optional column of ``Request.accepted_drafts`` in a requests DataFrame.
+ACCEPTED_DRAFTS_COLUMN = "accepted_drafts"
+
 _DEPLOYMENT_FIELDS = ("tp", "dtype", "kv_cache_dtype", "quantization")
 """The cost-model attributes that describe a deployment (those of CalibratedCost)."""
 
@@ -72,6 +75,9 @@ class RequestTable:
         ``Request.prefix_id`` (None: shares nothing); used by prefix caching only.
     prefix_tokens : numpy.ndarray of int64
         ``Request.prefix_tokens`` (0 when the input has none) [tokens].
+    accepted_drafts : list of tuple of int
+        ``Request.accepted_drafts`` per request, or empty when no request has any; read by
+        speculative decoding only.
     """
 
     ids: np.ndarray
@@ -81,6 +87,7 @@ class RequestTable:
     priority: np.ndarray
     prefix_id: list[Hashable | None]
     prefix_tokens: np.ndarray
+    accepted_drafts: list[tuple[int, ...]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -110,6 +117,7 @@ def request_table(requests: Iterable[Request] | pd.DataFrame) -> RequestTable:
     priority: list[int] = []
     prefix_id: list[Hashable | None] = []
     prefix_tokens: list[int] = []
+    accepted: list[tuple[int, ...]] = []
     for item in requests:
         if not isinstance(item, Request):
             try:
@@ -121,6 +129,7 @@ def request_table(requests: Iterable[Request] | pd.DataFrame) -> RequestTable:
                     getattr(item, "priority", 0),
                     getattr(item, "prefix_id", None),
                     getattr(item, "prefix_tokens", 0),
+                    getattr(item, "accepted_drafts", ()),
                 )
             except AttributeError:
                 raise TypeError(
@@ -133,6 +142,7 @@ def request_table(requests: Iterable[Request] | pd.DataFrame) -> RequestTable:
         priority.append(int(item.priority))
         prefix_id.append(item.prefix_id)
         prefix_tokens.append(int(item.prefix_tokens))
+        accepted.append(item.accepted_drafts)
     table = RequestTable(
         id_array(ids),
         np.asarray(arrival, dtype=float),
@@ -141,6 +151,7 @@ def request_table(requests: Iterable[Request] | pd.DataFrame) -> RequestTable:
         np.asarray(priority, dtype=np.int64),
         prefix_id,
         np.asarray(prefix_tokens, dtype=np.int64),
+        accepted if any(accepted) else [],
     )
     _check_ids(table.ids)
     _check_span(table)
@@ -174,11 +185,34 @@ def _table_from_frame(frame: pd.DataFrame) -> RequestTable:
         priority = np.zeros(len(ids), dtype=np.int64)
     prefix_id, prefix_tokens = _prefix_columns(frame, ids, tokens["prompt_tokens"] + tokens["output_tokens"])
     table = RequestTable(
-        ids, arrival, tokens["prompt_tokens"], tokens["output_tokens"], priority, prefix_id, prefix_tokens
+        ids,
+        arrival,
+        tokens["prompt_tokens"],
+        tokens["output_tokens"],
+        priority,
+        prefix_id,
+        prefix_tokens,
+        _accepted_column(frame, ids),
     )
     _check_ids(table.ids)
     _check_span(table)
     return table
+
+
+def _accepted_column(frame: pd.DataFrame, ids: np.ndarray) -> list[tuple[int, ...]]:
+    """The optional ``accepted_drafts`` column (a sequence of ints >= 0 per row, or empty), checked
+    as ``Request`` checks it; empty when the frame has none."""
+    if ACCEPTED_DRAFTS_COLUMN not in frame.columns:
+        return []
+    out = []
+    for i, cell in enumerate(frame[ACCEPTED_DRAFTS_COLUMN].tolist()):
+        values = () if cell is None or (isinstance(cell, float) and math.isnan(cell)) else cell
+        try:
+            out.append(Request(0, 0.0, 1, 1, accepted_drafts=values).accepted_drafts)
+        except ValueError as error:
+            message = str(error).removeprefix("request 0: ")
+            raise ParameterError(f"request {request_id_at(ids, i)!r}: {message}") from None
+    return out if any(out) else []
 
 
 def _token_column(frame: pd.DataFrame, name: str, ids: np.ndarray) -> np.ndarray:

@@ -83,7 +83,8 @@ def block_tables(
     table: RequestTable, order: np.ndarray, engine: EngineConfig, groups: tuple[KVGroup, ...], num_blocks: int
 ) -> tuple[PrefixBlockPool | None, KVGroups | None]:
     """The block bookkeeping a run needs: a :class:`~budgetlab.simulator.blocks.PrefixBlockPool`
-    for one full-attention group with prefix caching, a :class:`KVGroups` for any other groups,
+    for one full-attention group with prefix caching, a :class:`KVGroups` for any other groups
+    and for any speculating run (a request may hold more blocks than its computed tokens fill),
     neither for one full group without caching (counters suffice). ``order`` is the arrival
     order of ``table``'s rows."""
     keys = None
@@ -94,7 +95,7 @@ def block_tables(
             table.prompt_tokens[order],
             engine.block_size,
         )
-    if groups == ("full",):
+    if groups == ("full",) and not engine.num_speculative_tokens:  # speculating: per-request tables (drafts.py S4)
         pool = PrefixBlockPool(num_blocks, keys, len(order), engine.block_size) if keys is not None else None
         return pool, None
     check_supported(groups, enable_prefix_caching=engine.enable_prefix_caching)

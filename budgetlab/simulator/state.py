@@ -48,6 +48,7 @@ from budgetlab.attention import KVGroup
 from budgetlab.cost import CostModel
 from budgetlab.memory import ceil_blocks
 from budgetlab.simulator.blocks import PrefixBlockPool
+from budgetlab.simulator.drafts import Drafts, new_drafts
 from budgetlab.simulator.kv_groups import KVGroups, block_tables
 from budgetlab.simulator.queues import PriorityWaitingQueue
 from budgetlab.specs import Batch, EngineConfig
@@ -331,10 +332,25 @@ class StepPlan:
     (A plain class with slots: one is made per step, and this is the cheapest to make.)
     """
 
-    __slots__ = ("computed_before", "kinds", "num_cached_tokens", "num_tokens", "preempted", "requests")
+    __slots__ = (
+        "computed_before",
+        "drafts",
+        "input_left",
+        "kinds",
+        "num_cached_tokens",
+        "num_tokens",
+        "padded",
+        "preempted",
+        "requests",
+    )
 
     def __init__(self) -> None:
         self.num_cached_tokens = 0
+        #: speculative decoding only: drafts scheduled per request (padding included), the
+        #: requests whose drafts are padding, and the input budget left (drafts.py, S2, S5, S6)
+        self.drafts: dict[int, int] = {}
+        self.padded: set[int] = set()
+        self.input_left = 0
         self.requests: list[int] = []
         self.num_tokens: list[int] = []
         self.kinds: list[int] = []
@@ -344,17 +360,21 @@ class StepPlan:
     def batch(self) -> Batch:
         """The step's composition for the cost model."""
         num_decodes = 0
+        decode_tokens = 0
         decode_context = 0
         prefill_tokens: list[int] = []
         prefill_context: list[int] = []
         for n, kind, before in zip(self.num_tokens, self.kinds, self.computed_before):
             if kind == DECODE:
                 num_decodes += 1
+                decode_tokens += n  # 1, or 1 + the drafts it verifies
                 decode_context += before
             else:
                 prefill_tokens.append(n)
                 prefill_context.append(before)
-        return Batch(num_decodes, decode_context, tuple(prefill_tokens), tuple(prefill_context))
+        return Batch(
+            num_decodes, decode_context, tuple(prefill_tokens), tuple(prefill_context), decode_tokens - num_decodes
+        )
 
 
 @dataclass(eq=False, slots=True)
@@ -391,7 +411,10 @@ class SimState:
     pool : PrefixBlockPool or None
         The blocks' identities, with prefix caching on (None: the counters of ``kv`` suffice).
     groups : KVGroups or None
-        The block tables of several KV-cache groups (sliding window, ...; None: one full group).
+        The block tables of several KV-cache groups (sliding window, ...; None: one full group),
+        or of one full group when the run speculates.
+    drafts : Drafts or None
+        Speculative decoding's per-request state (:mod:`.drafts`; None without it).
     pipelined : bool
         ``engine.async_scheduling``: step k is planned before step k−1's outputs are processed.
     reserve_full_isl, watermark_blocks
@@ -443,6 +466,7 @@ class SimState:
     kv: KVPool
     pool: PrefixBlockPool | None
     groups: KVGroups | None
+    drafts: Drafts | None
     pipelined: bool
     reserve_full_isl: bool
     watermark_blocks: int
@@ -517,6 +541,7 @@ def new_state(
         kv=KVPool(num_blocks=num_blocks, free_blocks=num_blocks),
         pool=pool,
         groups=groups,
+        drafts=new_drafts(engine, table.accepted_drafts, order, kv_groups),
         pipelined=engine.async_scheduling,
         reserve_full_isl=engine.scheduler_reserve_full_isl,
         watermark_blocks=math.floor(engine.watermark * (num_blocks + 1)),

@@ -70,7 +70,7 @@ def reference_step(state: SimState) -> None:
     record_step(
         state,
         duration_s=duration,
-        num_decode_tokens=batch.num_decodes,
+        num_decode_tokens=batch.num_decodes + batch.decode_draft_tokens,
         num_prefill_tokens=sum(batch.prefill_tokens),
         free_blocks=free,
         num_preemptions=len(plan.preempted),
@@ -109,6 +109,9 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
     finishing = state.finishing
     pool = state.pool
     groups = state.groups
+    drafts = state.drafts  # speculative decoding (drafts.py): the input budget and drafts, S2-S4
+    slots = drafts.slots if drafts is not None else 0
+    input_left = budget
     add_request = plan.requests.append
     add_tokens = plan.num_tokens.append
     add_kind = plan.kinds.append
@@ -122,23 +125,28 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
     for r in walk:
         if budget == 0:
             break
+        if drafts is not None and input_left <= slots:
+            break
         if preempted and r in preempted:
             continue
         if finishing and r in finishing:
             continue  # pipelined: its last token is in flight
         c = computed[r]
         g = generated[r]
-        n = prompt[r] + g - c
-        if n > budget:
-            n = budget
-        if threshold_tokens and n > threshold_tokens:
-            n = threshold_tokens
+        if drafts is None:
+            n = prompt[r] + g - c
+            if n > budget:
+                n = budget
+            if threshold_tokens and n > threshold_tokens:
+                n = threshold_tokens
+        else:
+            n = drafts.chunk_tokens(r, c, prompt[r] + g, chunk_cap(budget, input_left - slots, threshold_tokens))
         if groups is None:
             # new_blocks(c, n, block_size), inlined in this hot loop (same value: see the tests)
             need = (c + n + block_size - 1) // block_size - (c + block_size - 1) // block_size
         else:  # several KV-cache groups (kv_groups.py, G2 and G3)
             free += groups.free_skipped(r, c - groups.in_flight.get(r, 0))
-            need = groups.num_new_blocks(r, c + n)
+            need = groups.num_new_blocks(r, c + n if drafts is None else drafts.slot_tokens(c, n))
         if need > free:
             free, still_running = make_room(
                 state, plan, current=r, need_blocks=need, free_blocks=free, scheduled=scheduled
@@ -150,14 +158,46 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
         if pool is not None:
             allocate_chunk(state, r, computed_tokens=c, num_tokens=n, new_blocks=need)
         elif groups is not None:
-            groups.allocate(r, c + n, cache_tokens=min(c + n, cache_limit_tokens(state, r)) if groups.caching else 0)
+            allocate_in_groups(state, r, c, n)
+        if drafts is not None:
+            input_left -= n + slots
+            schedule_drafts(state, plan, r, c + n - prompt[r] - g)
         add_request(r)
         add_tokens(n)
         add_kind(RECOMPUTE if recomputing[r] else (DECODE if g else PREFILL))
         add_before(c)
         if scheduled is not None:
             scheduled.add(r)
+    plan.input_left = input_left
     return budget, free
+
+
+def chunk_cap(budget_tokens: int, input_tokens: int, threshold_tokens: int) -> int:
+    """The most tokens a running request may take now: the token budget left, the input budget
+    left (less the drafter's slots) and the threshold when set [tokens] (drafts.py, S2 and S3)."""
+    cap = budget_tokens if budget_tokens < input_tokens else input_tokens
+    return threshold_tokens if threshold_tokens and threshold_tokens < cap else cap
+
+
+def allocate_in_groups(state: SimState, request: int, computed_tokens: int, num_tokens: int) -> None:
+    """The block tables' side of scheduling a running request's chunk (kv_groups.py G3; with
+    drafts the lookahead slots too, drafts.py S4): blocks enter the cache up to its known tokens."""
+    groups = state.groups
+    assert groups is not None
+    end = computed_tokens + num_tokens
+    slots = end if state.drafts is None else state.drafts.slot_tokens(computed_tokens, num_tokens)
+    groups.allocate(request, slots, cache_tokens=min(end, cache_limit_tokens(state, request)) if groups.caching else 0)
+
+
+def schedule_drafts(state: SimState, plan: StepPlan, request: int, num_drafts: int) -> None:
+    """S3: ``request``'s chunk schedules ``num_drafts`` of its pending drafts (the tokens past its
+    known ones); whatever it had pending is spent (vLLM clears ``spec_token_ids``)."""
+    drafts = state.drafts
+    assert drafts is not None
+    if drafts.pending[request]:
+        drafts.pending[request] = 0
+        if num_drafts > 0:
+            plan.drafts[request] = num_drafts
 
 
 def decode_first_order(state: SimState) -> list[int]:
@@ -200,10 +240,15 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
     finishing = state.finishing
     pool = state.pool
     groups = state.groups
+    drafts = state.drafts  # speculative decoding (drafts.py): the input budget and drafts, S2-S4
+    slots = drafts.slots if drafts is not None else 0
+    input_left = budget
     # a copy either way: victims leave the running list anywhere
     walk = decode_first_order(state) if state.decode_first and state.num_not_decoding else list(running)
     for r in walk:
         if budget == 0:
+            break
+        if drafts is not None and input_left <= slots:
             break
         if preempted and r in preempted:
             continue
@@ -211,16 +256,19 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
             continue  # pipelined: its last token is in flight
         c = computed[r]
         g = generated[r]
-        n = prompt[r] + g - c
-        if n > budget:
-            n = budget
-        if threshold_tokens and n > threshold_tokens:
-            n = threshold_tokens
+        if drafts is None:
+            n = prompt[r] + g - c
+            if n > budget:
+                n = budget
+            if threshold_tokens and n > threshold_tokens:
+                n = threshold_tokens
+        else:
+            n = drafts.chunk_tokens(r, c, prompt[r] + g, chunk_cap(budget, input_left - slots, threshold_tokens))
         if groups is None:
             need = new_blocks(c, n, block_size)
         else:  # several KV-cache groups (kv_groups.py, G2 and G3)
             free += groups.free_skipped(r, c - groups.in_flight.get(r, 0))
-            need = groups.num_new_blocks(r, c + n)
+            need = groups.num_new_blocks(r, c + n if drafts is None else drafts.slot_tokens(c, n))
         dropped = False
         while need > free:
             victim = priority_victim(state)
@@ -231,6 +279,8 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
                 withdrawn = plan.num_tokens.pop(j)
                 del plan.requests[j], plan.kinds[j]
                 budget += withdrawn
+                input_left += withdrawn + slots
+                plan.drafts.pop(victim, None)
                 if pool is None and groups is None:  # a pool's release below frees this step's blocks too
                     free += new_blocks(before, withdrawn, block_size)
             free += preempt(state, victim)
@@ -245,11 +295,15 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
         if pool is not None:
             allocate_chunk(state, r, computed_tokens=c, num_tokens=n, new_blocks=need)
         elif groups is not None:
-            groups.allocate(r, c + n, cache_tokens=min(c + n, cache_limit_tokens(state, r)) if groups.caching else 0)
+            allocate_in_groups(state, r, c, n)
+        if drafts is not None:
+            input_left -= n + slots
+            schedule_drafts(state, plan, r, c + n - prompt[r] - g)
         plan.requests.append(r)
         plan.num_tokens.append(n)
         plan.kinds.append(RECOMPUTE if recomputing[r] else (DECODE if g else PREFILL))
         plan.computed_before.append(c)
+    plan.input_left = input_left
     return budget, free
 
 
@@ -333,6 +387,8 @@ def preempt(state: SimState, victim: int) -> int:
     """
     req = state.req
     req.num_preemptions[victim] += 1
+    if state.drafts is not None:
+        state.drafts.pending[victim] = 0  # S1: a preempted request loses its drafts
     if state.finishing and victim in state.finishing:
         state.finishing.remove(victim)
         return release_blocks(state, victim, finished=True)
@@ -376,16 +432,17 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
         groups.in_flight = dict(zip(plan.requests, plan.num_tokens))
     sampled: list[int] = []
     sampled_any = False
+    drafts = state.drafts
     for r, n, kind, before in zip(plan.requests, plan.num_tokens, plan.kinds, plan.computed_before):
         c = before + n
         computed[r] = c
         g = generated[r]
         if kind != DECODE:  # a decode always reaches the end of its known tokens
-            if c != prompt[r] + g:
+            if c < prompt[r] + g:
                 continue  # a partial chunk samples nothing
             state.num_not_decoding -= 1
             recomputing[r] = 0
-        g += 1
+        g = g + 1 if drafts is None else verify(state, plan, r, c, g)
         generated[r] = g
         sampled_any = True
         if track_in_flight:
@@ -406,6 +463,8 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
         if g == output[r]:
             req.finished_at_s[r] = end_s
             finished.append(r)
+        elif drafts is not None:
+            drafts.pending[r] = drafts.k  # S1: drafts proposed for its next step
     record_common_gaps(state, end_s - now, num_common)
     if track_in_flight:
         state.in_flight = set(sampled)
@@ -423,3 +482,28 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
     record_events(state, plan.preempted, first, finished)
     state.num_preemptions += len(plan.preempted)
     state.now_s = end_s
+
+
+def verify(state: SimState, plan: StepPlan, request: int, computed_tokens: int, generated_tokens: int) -> int:
+    """S6 and S7 for a chunk that reached ``request``'s known tokens: the drafts it scheduled are
+    verified (the accepted ones become tokens, the rejected ones are rolled back out of its
+    computed tokens), then its blocks enter the cache up to its computed tokens. Returns its
+    generated tokens after the step (at most its output tokens) [tokens]."""
+    drafts = state.drafts
+    assert drafts is not None
+    req = state.req
+    num_drafts = plan.drafts.get(request, 0)
+    computed = computed_tokens
+    generated = generated_tokens + 1
+    if num_drafts:
+        accepted = drafts.verify(request, num_drafts, padded=request in plan.padded)
+        computed -= num_drafts - accepted
+        req.computed_tokens[request] = computed
+        generated += accepted
+        if generated > req.output_tokens[request]:
+            generated = req.output_tokens[request]
+    groups = state.groups
+    if groups is not None and groups.caching:
+        known = req.prompt_tokens[request] + generated
+        groups.cache(request, computed if computed < known else known)
+    return generated

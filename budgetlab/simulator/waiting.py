@@ -17,7 +17,7 @@ from budgetlab.admission import budget_has_room, kv_blocks_fit, seq_slot_free
 from budgetlab.memory import ceil_blocks
 from budgetlab.simulator.blocks import Hit
 from budgetlab.simulator.kv_groups import GroupHit
-from budgetlab.simulator.state import PREFILL, RECOMPUTE, SimState, StepPlan
+from budgetlab.simulator.state import DECODE, PREFILL, RECOMPUTE, SimState, StepPlan
 
 __all__ = ["HeadAdmission", "head_admission", "admit_waiting"]
 
@@ -31,10 +31,18 @@ class HeadAdmission(NamedTuple):
     hit_tokens: int
     num_tokens: int
     cost_blocks: int
+    padded: bool = False
 
 
 def head_admission(
-    state: SimState, head: int, *, budget_left_tokens: int, free_blocks: int, threshold_tokens: int
+    state: SimState,
+    head: int,
+    *,
+    budget_left_tokens: int,
+    free_blocks: int,
+    threshold_tokens: int,
+    prefill_running: bool = False,
+    running_scheduled: bool = False,
 ) -> HeadAdmission:
     """Whether the KV gate (and, with chunked prefill off, the budget) lets ``head`` in now.
 
@@ -51,6 +59,10 @@ def head_admission(
         Its hit (None with caching off), and whether it fits (with chunked prefill off, also
         whether its tokens fit the budget left); when it does, its chunk [tokens] and the free
         blocks admitting it takes [blocks] (new blocks, and hit blocks nobody held).
+
+    With speculative decoding (always with block tables) a single-token chunk may be padded to
+    ``1 + k`` tokens (:mod:`.drafts`, S5): ``prefill_running`` says whether a running request
+    scheduled in this step is a prefill chunk, ``running_scheduled`` whether any was scheduled.
     """
     if state.groups is not None:
         return _grouped_admission(
@@ -59,6 +71,8 @@ def head_admission(
             budget_left_tokens=budget_left_tokens,
             free_blocks=free_blocks,
             threshold_tokens=threshold_tokens,
+            prefill_running=prefill_running,
+            running_scheduled=running_scheduled,
         )
     block_size = state.block_size
     known = state.req.prompt_tokens[head] + state.req.generated_tokens[head]
@@ -87,7 +101,14 @@ def head_admission(
 
 
 def _grouped_admission(
-    state: SimState, head: int, *, budget_left_tokens: int, free_blocks: int, threshold_tokens: int
+    state: SimState,
+    head: int,
+    *,
+    budget_left_tokens: int,
+    free_blocks: int,
+    threshold_tokens: int,
+    prefill_running: bool,
+    running_scheduled: bool,
 ) -> HeadAdmission:
     """:func:`head_admission` with several KV-cache groups (:mod:`budgetlab.simulator.kv_groups`,
     rules G4 and G7): the hit must be cached in every group, and each group counts its own new
@@ -103,16 +124,25 @@ def _grouped_admission(
         if groups.admission_blocks(hit, whole, capped=True) + reserve > free_blocks:
             return refused
     n = known - hit.tokens
+    drafts = state.drafts
+    padded = False
+    if drafts is not None:  # drafts.py S5
+        pad = drafts.padded_tokens(hit.tokens, n, prefill_running=prefill_running, running_scheduled=running_scheduled)
+        if pad:
+            if pad > budget_left_tokens:
+                return refused
+            n, padded = pad, True
     if threshold_tokens and n > threshold_tokens:
         n = threshold_tokens
     if n > budget_left_tokens:
         if not state.chunked_prefill:
             return refused
         n = budget_left_tokens
-    cost = groups.admission_blocks(hit, hit.tokens + n, capped=False)
+    slots = hit.tokens + n if drafts is None else drafts.slot_tokens(hit.tokens, n)
+    cost = groups.admission_blocks(hit, slots, capped=False)
     if cost + reserve > free_blocks:
         return refused
-    return HeadAdmission(True, hit, hit.tokens, n, cost)
+    return HeadAdmission(True, hit, hit.tokens, n, cost, padded)
 
 
 def admit_waiting(
@@ -142,14 +172,27 @@ def admit_waiting(
     max_num_seqs = state.max_num_seqs
     budget = budget_left_tokens
     free = free_blocks
+    drafts = state.drafts  # speculative decoding (drafts.py): the input budget (S2) and padding (S5)
+    slots = drafts.slots if drafts is not None else 0
+    input_left = plan.input_left
+    prefill_running = any(kind != DECODE for kind in plan.kinds)
+    running_scheduled = bool(plan.requests)
     while waiting:
         if not budget_has_room(budget_left_tokens=budget):
+            break
+        if drafts is not None and input_left <= slots:
             break
         if not seq_slot_free(num_running=len(running), max_num_seqs=max_num_seqs):
             break
         head = waiting[0]
         admission = head_admission(
-            state, head, budget_left_tokens=budget, free_blocks=free, threshold_tokens=threshold_tokens
+            state,
+            head,
+            budget_left_tokens=budget if drafts is None else min(budget, input_left - slots),
+            free_blocks=free,
+            threshold_tokens=threshold_tokens,
+            prefill_running=prefill_running,
+            running_scheduled=running_scheduled,
         )
         if not admission.fits:
             break  # head-of-line blocking
@@ -164,7 +207,8 @@ def admit_waiting(
             known = req.prompt_tokens[head] + req.generated_tokens[head]
             assert isinstance(admission.hit, GroupHit)
             groups.take_hit(head, admission.hit)
-            groups.allocate(head, hit_tokens + n, cache_tokens=min(hit_tokens + n, known))
+            slot_tokens = hit_tokens + n if drafts is None else drafts.slot_tokens(hit_tokens, n)
+            groups.allocate(head, slot_tokens, cache_tokens=min(hit_tokens + n, known))
             if groups.caching:
                 _count_hit(state, plan, head, known, hit_tokens)
         elif pool is not None and isinstance(admission.hit, Hit):
@@ -175,6 +219,11 @@ def admit_waiting(
             _count_hit(state, plan, head, known, hit_tokens)
         if math.isnan(first_scheduled[head]):
             first_scheduled[head] = state.now_s
+        if drafts is not None:
+            input_left -= n + slots
+            if admission.padded:  # S5: its k drafts are placeholders
+                plan.drafts[head] = drafts.k
+                plan.padded.add(head)
         plan.requests.append(head)
         plan.num_tokens.append(n)
         plan.kinds.append(RECOMPUTE if recomputing[head] else PREFILL)
