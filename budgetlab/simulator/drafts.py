@@ -34,9 +34,11 @@ S5. *A waiting request* asks as before (its known tokens less its hit; it has no
     placeholders: never accepted.
 S6. *Verification* (``update_from_output``): a chunk with ``d > 0`` drafts scheduled is the
     request's next verification; it accepts ``a = min(a_i, d)`` (``Request.accepted_drafts``, or an
-    acceptance model) and yields ``a + 1`` tokens (at most up to ``output_tokens``); the ``d − a``
-    rejected drafts are rolled back (``num_computed_tokens −= rejected``), their slots reused by the
-    next chunk. Padding drafts are all rejected and do not count as a verification.
+    acceptance model) and yields ``a + 1`` tokens, trimmed at ``output_tokens``; the ``d − a``
+    rejected drafts and the trimmed tokens are rolled back (``num_computed_tokens −= rejected``, and
+    ``_update_request_with_output`` takes off the trimmed ones), so all its tokens but the last are
+    computed; their slots are reused by the next chunk. Padding drafts are all rejected and do not
+    count as a verification.
 S7. After a step, every request that sampled enters its blocks in the prefix cache up to its
     computed tokens (``update_from_output`` → ``cache_blocks``, called whenever ``k > 0``).
 

@@ -493,17 +493,16 @@ def verify(state: SimState, plan: StepPlan, request: int, computed_tokens: int, 
     assert drafts is not None
     req = state.req
     num_drafts = plan.drafts.get(request, 0)
-    computed = computed_tokens
     generated = generated_tokens + 1
+    computed = computed_tokens
     if num_drafts:
-        accepted = drafts.verify(request, num_drafts, padded=request in plan.padded)
-        computed -= num_drafts - accepted
-        req.computed_tokens[request] = computed
-        generated += accepted
+        generated += drafts.verify(request, num_drafts, padded=request in plan.padded)
         if generated > req.output_tokens[request]:
-            generated = req.output_tokens[request]
+            generated = req.output_tokens[request]  # vLLM trims the tokens past the last one
+        # the rejected drafts and any trimmed tokens roll back: all its tokens but the last computed
+        computed = req.prompt_tokens[request] + generated - 1
+        req.computed_tokens[request] = computed
     groups = state.groups
     if groups is not None and groups.caching:
-        known = req.prompt_tokens[request] + generated
-        groups.cache(request, computed if computed < known else known)
+        groups.cache(request, computed)
     return generated
