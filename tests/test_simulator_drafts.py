@@ -174,6 +174,34 @@ def test_no_speculation_is_the_plain_scheduler(mode):
     assert result.requests.equals(simulate(stripped, engine=plain, cost=STEP, mode=mode).requests)
 
 
+def test_pipelined_a_chunk_starts_past_the_drafts_still_in_flight():
+    # S8: async scheduling plans step t before step t − 1's rejections are known: the chunk starts
+    # at the true computed tokens plus those rejections (1, 2, 3, then 0), and still asks 1 + k.
+    # Step 5 surely ends it (one token left), so step 6 plans nothing (S9): an empty iteration.
+    request = [Request(0, 0.0, 20, 12, accepted_drafts=(2, 1, 0, 3))]
+    result = run(request, engine(3, async_scheduling=True))
+    assert steps(result) == [
+        (0, [(0, 20, 0)]),
+        (1, [(0, 4, 20)]),
+        (2, [(0, 4, 24)]),
+        (3, [(0, 4, 27)]),
+        (4, [(0, 4, 29)]),
+        (5, [(0, 4, 30)]),
+        (6, []),
+    ]
+    assert result.requests.iloc[0]["e2e_s"] == 6.0
+
+
+def test_pipelined_a_request_ended_by_accepted_drafts_runs_one_wasted_chunk():
+    # S9: with 11 output tokens the 4th verification (3 accepted) ends it, which the scheduler
+    # cannot know when it plans step 5: it schedules 1 + k tokens for it again (at 30 = 20 + 11 − 1),
+    # computed for nothing; its blocks are freed once step 4's outputs are processed.
+    request = [Request(0, 0.0, 20, 11, accepted_drafts=(2, 1, 0, 3))]
+    result = run(request, engine(3, async_scheduling=True))
+    assert steps(result)[4:] == [(4, [(0, 4, 29)]), (5, [(0, 4, 30)])]
+    assert result.requests.iloc[0]["e2e_s"] == 5.0
+
+
 def test_a_batch_counts_the_drafts_it_verifies():
     result = run([Request(0, 0.0, 20, 12, accepted_drafts=(2, 1, 0, 3))], engine(3))
     assert result.steps["num_decode_tokens"].tolist() == [0, 4, 4, 4, 4, 4]
@@ -182,7 +210,6 @@ def test_a_batch_counts_the_drafts_it_verifies():
 @pytest.mark.parametrize(
     ("knobs", "needle"),
     [
-        (dict(async_scheduling=True), "async_scheduling"),
         (dict(policy="decode-first"), "decode-first"),
         (dict(kv_groups=(("sliding_window", 64), "full")), "KV-cache groups"),
     ],

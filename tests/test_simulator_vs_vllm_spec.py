@@ -88,7 +88,7 @@ def test_the_fixture_covers_the_issue():
     scs = scenarios()
     assert {sc["method"] for sc in scs} == {"ngram", "draft_model"}
     assert len(scs) >= 120
-    for knob in ("pool", "enable_prefix_caching", "scheduler_reserve_full_isl"):
+    for knob in ("pool", "enable_prefix_caching", "scheduler_reserve_full_isl", "async_scheduling"):
         assert len({sc[knob] for sc in scs}) == 2, knob
     summary = [sc["summary"] for sc in scs]
     assert sum(s["verifications"] for s in summary) >= 1000
@@ -109,4 +109,9 @@ def test_the_per_method_numbers_are_vllms():
 
 @pytest.mark.parametrize("name", names(async_scheduling=False))
 def test_synchronous_speculative_decoding_matches_vllm_step_by_step(name):
+    check(name)
+
+
+@pytest.mark.parametrize("name", names(async_scheduling=True))
+def test_pipelined_speculative_decoding_matches_vllm_step_by_step(name):
     check(name)

@@ -19,8 +19,9 @@ S2. *Two budgets.* A step has the token budget ``max_num_scheduled_tokens`` (vLL
 S3. *A running request asks* for ``known + pending − computed`` tokens (``num_tokens_with_spec −
     num_computed_tokens``: 1 + its drafts when it decodes), capped by the threshold, the token
     budget left, the input budget left less ``s``, and ``max_model_len − computed − 1`` (so the
-    sampled token still fits). Its drafts scheduled are the tokens past its known ones; the rest
-    of its drafts are dropped (a cut draft is never verified).
+    sampled token still fits); one left with no token is passed over and the pass goes on (vLLM's
+    ``num_new_tokens == 0`` case). Its drafts scheduled are the tokens past its known ones; the
+    rest of its drafts are dropped (a cut draft is never verified).
 S4. *KV slots.* A chunk of ``n`` tokens needs the blocks of ``min(computed + n + L,
     max_model_len)`` tokens, less those the request holds (which may exceed its computed tokens:
     blocks of rejected drafts and of earlier lookahead are kept); blocks enter the prefix cache only
@@ -41,6 +42,24 @@ S6. *Verification* (``update_from_output``): a chunk with ``d > 0`` drafts sched
     count as a verification.
 S7. After a step, every request that sampled enters its blocks in the prefix cache up to its
     computed tokens (``update_from_output`` → ``cache_blocks``, called whenever ``k > 0``).
+
+With ``async_scheduling=True`` (vLLM's ``AsyncScheduler``, ``vllm/v1/core/sched/async_scheduler.py``)
+step ``t`` is planned before step ``t − 1``'s outputs are processed, so the scheduler sees that
+step's drafts as if all were accepted:
+
+S8. After it is scheduled, a chunk that reaches its known tokens gets ``k`` placeholder drafts
+    (``_update_after_schedule``): S1 holds as before. A running request asks for ``1 + k`` tokens
+    as in S3, but its chunk starts where the in-flight step left it, past the drafts it had in flight
+    (``num_computed_tokens`` is rolled back only when that step's output is processed, right after
+    this step is planned); its KV slots (S4) count from there, and its blocks are cached at
+    allocation only up to the tokens processed so far.
+S9. A request whose in-flight step surely ends it (it had one token left: ``num_computed_tokens +
+    2 − num_output_placeholders >= prompt + max_tokens``) is not scheduled; one that finishes only
+    because drafts were accepted is scheduled again for ``1 + k`` tokens, computed for nothing, and
+    freed once the outputs are processed.
+S10. When the in-flight step's outputs are processed, each request that sampled in it enters its
+    blocks in the cache up to its computed tokens (S7), unless it was preempted meanwhile (its
+    output is stale).
 
 vLLM's refusal (``max_num_batched_tokens <= L``) is :func:`budgetlab.speculative.check_speculative`.
 A speculating run keeps its block tables per request (:class:`~budgetlab.simulator.kv_groups.KVGroups`,
@@ -74,7 +93,20 @@ class Drafts:
     max_model_len : int or None
     """
 
-    __slots__ = ("accepted", "k", "lookahead", "max_model_len", "pending", "rules", "slots", "verifications")
+    __slots__ = (
+        "accepted",
+        "in_flight",
+        "in_flight_tokens",
+        "k",
+        "lag",
+        "lookahead",
+        "max_model_len",
+        "pending",
+        "rules",
+        "slots",
+        "unsure",
+        "verifications",
+    )
 
     def __init__(
         self, rules: DraftRules, num_requests: int, accepted: Sequence[tuple[int, ...]], max_model_len: int | None
@@ -89,6 +121,13 @@ class Drafts:
         #: S6: verifications each request has had
         self.verifications = array("q", [0]) * num_requests
         self.accepted = accepted
+        #: S8-S10, pipelined only: the rollback (rejected and trimmed tokens) each request's in-flight
+        #: step has not applied yet, the tokens it sampled in that step, the requests that sampled in
+        #: it, and those it finished only thanks to accepted drafts
+        self.lag = array("q", [0]) * num_requests
+        self.in_flight_tokens = array("q", [0]) * num_requests
+        self.in_flight: list[int] = []
+        self.unsure: set[int] = set()
 
     def chunk_tokens(self, request: int, computed: int, known: int, cap: int) -> int:
         """S3: the tokens a running ``request`` asks for, within ``cap`` (the token budget left,
@@ -150,8 +189,6 @@ def check_drafts_supported(engine: EngineConfig, kv_groups: tuple[KVGroup, ...])
     ConfigError
     """
     unsupported = []
-    if engine.async_scheduling:
-        unsupported.append("async_scheduling=True (set async_scheduling=False: the synchronous engine loop)")
     if engine.policy != "vllm-v1":
         unsupported.append(f"policy={engine.policy!r} (use the default policy='vllm-v1')")
     if kv_groups != ("full",):

@@ -561,6 +561,8 @@ def cache_limit_tokens(state: SimState, request: int) -> int:
     """Tokens of ``request`` the scheduler knows, up to which its blocks may enter the cache:
     prompt + generated, less a token still in flight when pipelined (rules 4 and 6)."""
     known = state.req.prompt_tokens[request] + state.req.generated_tokens[request]
+    if state.drafts is not None and state.pipelined:  # drafts.py S8: its in-flight step's tokens
+        return known - state.drafts.in_flight_tokens[request]
     return known - 1 if request in state.in_flight else known
 
 
@@ -606,6 +608,8 @@ def release_finishing(state: SimState, free_blocks: int, scheduled: Collection[i
     num_in_flight)``, ``vllm/v1/core/sched/scheduler.py``): a finished request's last full block
     stays hittable. Then the finished ones leave the running list and free their blocks
     (rule 29). Returns the free blocks [blocks]."""
+    if state.drafts is not None:
+        apply_in_flight_drafts(state)
     in_flight = state.in_flight
     if in_flight and len(scheduled) < len(state.running):  # one that sampled may be unscheduled
         done = set(scheduled)
@@ -621,6 +625,26 @@ def release_finishing(state: SimState, free_blocks: int, scheduled: Collection[i
         return free_blocks
     state.finishing = []
     return _release_all(state, finishing, free_blocks)
+
+
+def apply_in_flight_drafts(state: SimState) -> None:
+    """Speculative decoding, pipelined (:mod:`.drafts` S8, S10): the step before is processed now,
+    after this one was planned: its rollbacks apply, and each request that sampled in it and still
+    runs enters its blocks in the cache up to its computed tokens (a preempted one's output is
+    stale: nothing is cached)."""
+    drafts = state.drafts
+    assert drafts is not None
+    groups = state.groups
+    caching = groups is not None and groups.caching
+    running = set(state.running) if caching and drafts.in_flight else ()
+    for r in drafts.in_flight:
+        drafts.lag[r] = 0
+        drafts.in_flight_tokens[r] = 0
+        if caching and r in running:
+            assert groups is not None
+            groups.cache(r, state.req.computed_tokens[r])
+    drafts.in_flight = []
+    drafts.unsure.clear()
 
 
 def _release_all(state: SimState, requests: list[int], free_blocks: int) -> int:

@@ -129,8 +129,8 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
             break
         if preempted and r in preempted:
             continue
-        if finishing and r in finishing:
-            continue  # pipelined: its last token is in flight
+        if finishing and r in finishing and (drafts is None or r not in drafts.unsure):
+            continue  # pipelined: its last token is in flight (drafts.py S9)
         c = computed[r]
         g = generated[r]
         if drafts is None:
@@ -140,7 +140,12 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
             if threshold_tokens and n > threshold_tokens:
                 n = threshold_tokens
         else:
+            lag = drafts.lag[r]  # S8: pipelined, the scheduler counts its in-flight drafts as accepted
+            c += lag
+            g += lag  # (so its known tokens too)
             n = drafts.chunk_tokens(r, c, prompt[r] + g, chunk_cap(budget, input_left - slots, threshold_tokens))
+            if n <= 0:
+                continue  # S3: nothing left below max_model_len (pipelined, past its in-flight drafts)
         if groups is None:
             # new_blocks(c, n, block_size), inlined in this hot loop (same value: see the tests)
             need = (c + n + block_size - 1) // block_size - (c + block_size - 1) // block_size
@@ -252,8 +257,8 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
             break
         if preempted and r in preempted:
             continue
-        if finishing and r in finishing:
-            continue  # pipelined: its last token is in flight
+        if finishing and r in finishing and (drafts is None or r not in drafts.unsure):
+            continue  # pipelined: its last token is in flight (drafts.py S9)
         c = computed[r]
         g = generated[r]
         if drafts is None:
@@ -263,7 +268,12 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
             if threshold_tokens and n > threshold_tokens:
                 n = threshold_tokens
         else:
+            lag = drafts.lag[r]  # S8: pipelined, the scheduler counts its in-flight drafts as accepted
+            c += lag
+            g += lag  # (so its known tokens too)
             n = drafts.chunk_tokens(r, c, prompt[r] + g, chunk_cap(budget, input_left - slots, threshold_tokens))
+            if n <= 0:
+                continue  # S3: nothing left below max_model_len (pipelined, past its in-flight drafts)
         if groups is None:
             need = new_blocks(c, n, block_size)
         else:  # several KV-cache groups (kv_groups.py, G2 and G3)
@@ -433,7 +443,12 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
     sampled: list[int] = []
     sampled_any = False
     drafts = state.drafts
+    pipelined_drafts = drafts is not None and state.pipelined
+    if pipelined_drafts:
+        drafts.in_flight = []
     for r, n, kind, before in zip(plan.requests, plan.num_tokens, plan.kinds, plan.computed_before):
+        if pipelined_drafts and req.finished_at_s[r] == req.finished_at_s[r]:
+            continue  # drafts.py S9: it finished in the step before; this chunk's output is dropped
         c = before + n
         computed[r] = c
         g = generated[r]
@@ -442,7 +457,7 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
                 continue  # a partial chunk samples nothing
             state.num_not_decoding -= 1
             recomputing[r] = 0
-        g = g + 1 if drafts is None else verify(state, plan, r, c, g)
+        g = g + 1 if drafts is None else verify(state, plan, r, g)
         generated[r] = g
         sampled_any = True
         if track_in_flight:
@@ -463,8 +478,8 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
         if g == output[r]:
             req.finished_at_s[r] = end_s
             finished.append(r)
-        elif drafts is not None:
-            drafts.pending[r] = drafts.k  # S1: drafts proposed for its next step
+        if drafts is not None:
+            drafts.pending[r] = drafts.k  # S1, S8: drafts proposed (pipelined: placeholders) for its next step
     record_common_gaps(state, end_s - now, num_common)
     if track_in_flight:
         state.in_flight = set(sampled)
@@ -484,24 +499,36 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
     state.now_s = end_s
 
 
-def verify(state: SimState, plan: StepPlan, request: int, computed_tokens: int, generated_tokens: int) -> int:
+def verify(state: SimState, plan: StepPlan, request: int, generated_tokens: int) -> int:
     """S6 and S7 for a chunk that reached ``request``'s known tokens: the drafts it scheduled are
     verified (the accepted ones become tokens, the rejected ones are rolled back out of its
-    computed tokens), then its blocks enter the cache up to its computed tokens. Returns its
-    generated tokens after the step (at most its output tokens) [tokens]."""
+    computed tokens), then its blocks enter the cache up to its computed tokens; pipelined, the
+    rollback and the caching wait for the next step's planning (S8, S10). Returns its generated
+    tokens after the step (at most its output tokens) [tokens]."""
     drafts = state.drafts
     assert drafts is not None
     req = state.req
     num_drafts = plan.drafts.get(request, 0)
     generated = generated_tokens + 1
-    computed = computed_tokens
+    rollback = 0
     if num_drafts:
-        generated += drafts.verify(request, num_drafts, padded=request in plan.padded)
+        accepted = drafts.verify(request, num_drafts, padded=request in plan.padded)
+        generated += accepted
+        rollback = num_drafts - accepted
         if generated > req.output_tokens[request]:
+            rollback += generated - req.output_tokens[request]
             generated = req.output_tokens[request]  # vLLM trims the tokens past the last one
-        # the rejected drafts and any trimmed tokens roll back: all its tokens but the last computed
-        computed = req.prompt_tokens[request] + generated - 1
-        req.computed_tokens[request] = computed
+    # The rejected drafts and any trimmed tokens roll back: all its tokens but the last are computed
+    # (pipelined, the chunk started past the previous step's rollback, applied since).
+    computed = req.prompt_tokens[request] + generated - 1
+    req.computed_tokens[request] = computed
+    if state.pipelined:  # S8-S10: the scheduler learns all this after planning the next step
+        drafts.lag[request] = rollback
+        drafts.in_flight_tokens[request] = generated - generated_tokens
+        drafts.in_flight.append(request)
+        if generated == req.output_tokens[request] and generated_tokens + 1 < generated:
+            drafts.unsure.add(request)
+        return generated
     groups = state.groups
     if groups is not None and groups.caching:
         groups.cache(request, computed)
