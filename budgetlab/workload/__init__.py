@@ -16,6 +16,11 @@ Reading guide, one concept per module:
 * :mod:`~budgetlab.workload.traces` -- :func:`load_trace` (every cell checked, whole columns at
   once; optional :data:`PREFIX_COLUMNS`) and :class:`TraceWorkload`; the cell-by-cell reader
   that names the first bad cell is :mod:`~budgetlab.workload.trace_cells`;
+* :mod:`~budgetlab.workload.acceptance` -- speculative decoding: acceptance models
+  :class:`AcceptanceRates` and :class:`MeanAcceptanceLength`, :func:`with_accepted_drafts`
+  (fills ``Request.accepted_drafts``), the closed forms :func:`expected_accepted_drafts` and
+  :func:`expected_tokens_per_verification`, and :data:`PUBLISHED_ACCEPTANCE` with
+  :func:`default_acceptance`;
 * :mod:`~budgetlab.workload.frames` -- :class:`RequestColumns` (requests as arrays, what
   :func:`load_trace` returns), :func:`trace_stats` and the DataFrame round trips
   (:data:`REQUEST_COLUMNS`, optional :data:`PRIORITY_COLUMN`, :data:`PREFIX_ID_COLUMN`,
@@ -42,6 +47,17 @@ from typing import Protocol, runtime_checkable
 
 from budgetlab.errors import ParameterError
 from budgetlab.specs import Request
+from budgetlab.workload.acceptance import (
+    PUBLISHED_ACCEPTANCE,
+    AcceptanceModel,
+    AcceptanceRates,
+    MeanAcceptanceLength,
+    PublishedAcceptance,
+    default_acceptance,
+    expected_accepted_drafts,
+    expected_tokens_per_verification,
+    with_accepted_drafts,
+)
 from budgetlab.workload.arrivals import ARRIVAL_KINDS, ArrivalKind, gamma_arrivals, poisson_arrivals
 from budgetlab.workload.frames import (
     PREFIX_ID_COLUMN,
@@ -129,6 +145,16 @@ __all__ = [
     "RequestColumns",
     "requests_to_frame",
     "requests_from_frame",
+    # speculative decoding: how many drafts each verification accepts
+    "AcceptanceModel",
+    "AcceptanceRates",
+    "MeanAcceptanceLength",
+    "with_accepted_drafts",
+    "expected_accepted_drafts",
+    "expected_tokens_per_verification",
+    "PublishedAcceptance",
+    "PUBLISHED_ACCEPTANCE",
+    "default_acceptance",
     # what the experiments need of any workload
     "SweepWorkload",
     "check_workload",
