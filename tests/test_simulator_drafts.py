@@ -12,8 +12,9 @@ from __future__ import annotations
 import pytest
 
 from budgetlab import ConstantCost, EngineConfig, Request
-from budgetlab.errors import ConfigError
+from budgetlab.errors import ConfigError, ParameterError
 from budgetlab.simulator import simulate
+from budgetlab.workload import AcceptanceRates, MeanAcceptanceLength, with_accepted_drafts
 
 STEP = ConstantCost(1.0)
 
@@ -39,8 +40,12 @@ def steps(result) -> list[tuple[int, list[tuple]]]:
     ]
 
 
-def run(requests, eng, mode="reference"):
-    return simulate(requests, engine=eng, cost=STEP, mode=mode)
+#: Every draft rejected (for runs whose requests carry no ``accepted_drafts``).
+NOTHING_ACCEPTED = AcceptanceRates((0.0,))
+
+
+def run(requests, eng, mode="reference", acceptance=None):
+    return simulate(requests, engine=eng, cost=STEP, mode=mode, acceptance=acceptance)
 
 
 def test_a_decode_asks_for_one_plus_its_drafts_and_rejected_drafts_roll_back():
@@ -92,7 +97,7 @@ def test_a_draft_model_reserves_one_input_slot_per_scheduled_request():
 
 def test_drafts_are_cut_at_max_model_len():
     # S3: max_model_len 12 = prompt 4 + output 8; a chunk stops at max_model_len − computed − 1.
-    result = run([Request(0, 0.0, 4, 8)], engine(5, max_model_len=12))
+    result = run([Request(0, 0.0, 4, 8)], engine(5, max_model_len=12), acceptance=NOTHING_ACCEPTED)
     assert steps(result) == [
         (0, [(0, 4, 0)]),
         (1, [(0, 6, 4)]),
@@ -147,7 +152,7 @@ def test_a_preempted_request_loses_its_drafts():
     # and is its own victim (its block returns: 1 free). It waits (its 5 known tokens need 2
     # blocks) until request 0 finishes, then recomputes exactly its known tokens, no drafts.
     requests = [Request(0, 0.0, 4, 6), Request(1, 0.0, 4, 6)]
-    result = run(requests, engine(2, block_size=4, num_kv_blocks=3))
+    result = run(requests, engine(2, block_size=4, num_kv_blocks=3), acceptance=NOTHING_ACCEPTED)
     assert steps(result) == [
         (0, [(0, 4, 0), (1, 4, 0)]),
         (1, [(0, 3, 4)]),
@@ -222,3 +227,24 @@ def test_what_is_not_simulated_yet_is_refused_with_the_fix(knobs, needle):
 def test_eagle_with_prefix_caching_is_refused():
     with pytest.raises(ConfigError, match="enable_prefix_caching=False"):
         run([Request(0, 0.0, 4, 4)], engine(2, "eagle3", enable_prefix_caching=True))
+
+
+def test_an_acceptance_model_is_drawn_as_with_accepted_drafts_draws_it():
+    # The run's draws are those with_accepted_drafts stores (seeded by (seed, input position)).
+    requests = [Request(i, 0.25 * i, 40 + 3 * i, 30) for i in range(12)]
+    model = MeanAcceptanceLength(2.4, 3)
+    drawn = run(requests, engine(3), acceptance=model)
+    replayed = run(with_accepted_drafts(requests, model, 3, seed=0), engine(3))
+    assert drawn.requests.equals(replayed.requests)
+    assert not drawn.requests.equals(run(requests, engine(3), acceptance=AcceptanceRates((0.9,))).requests)
+
+
+def test_without_acceptance_the_methods_published_one_is_drawn_and_a_draft_model_needs_its_own():
+    requests = [Request(i, 0.0, 10, 20) for i in range(3)]
+    published = run(requests, engine(3, "eagle3"))
+    assert (
+        published.requests["e2e_s"].max()
+        < run(requests, engine(3, "eagle3"), acceptance=NOTHING_ACCEPTED).requests["e2e_s"].max()
+    )
+    with pytest.raises(ParameterError, match="acceptance="):
+        run(requests, engine(3, "draft_model"))

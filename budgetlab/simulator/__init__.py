@@ -196,6 +196,7 @@ from budgetlab.simulator.steplog import StepLog
 from budgetlab.simulator.trace import RESULT_COLUMNS, STEP_COLUMNS, Trace, build_trace
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
 from budgetlab.text import fmt_duration, fmt_int, fmt_latency, fmt_percent
+from budgetlab.workload.acceptance import AcceptanceModel
 
 __all__ = [
     "simulate",
@@ -223,6 +224,8 @@ def simulate(
     hardware: HardwareSpec | str | None = None,
     model: ModelSpec | str | None = None,
     mode: SimMode = "fast",
+    acceptance: AcceptanceModel | None = None,
+    acceptance_seed: int = 0,
 ) -> SimResult:
     """Replay ``requests`` through a continuous-batching engine scheduled like vLLM V1.
 
@@ -252,6 +255,16 @@ def simulate(
     mode : {"fast", "reference"}
         ``"reference"`` schedules one step at a time; ``"fast"`` jumps over runs of
         decode-only steps. Both give identical results.
+    acceptance : AcceptanceModel, optional
+        Speculative decoding (``engine.num_speculative_tokens > 0``): how many drafts each
+        verification accepts, e.g. :class:`~budgetlab.workload.AcceptanceRates` or
+        :class:`~budgetlab.workload.MeanAcceptanceLength`, drawn per request (seeded by
+        ``(acceptance_seed, its position in requests)``). ``None``: the requests'
+        ``accepted_drafts`` are replayed when any has them, else the method's published
+        acceptance (:func:`~budgetlab.workload.default_acceptance`) is drawn. Ignored when the
+        engine does not speculate.
+    acceptance_seed : int
+        Seed of those draws [-], >= 0.
 
     Returns
     -------
@@ -282,7 +295,16 @@ def simulate(
     >>> simulate(requests, engine=engine, cost="typical", hardware="h100-sxm", model="llama-3.1-8b")  # doctest: +SKIP
     """
     options = RunOptions(mode=mode)
-    return simulate_with(requests, engine=engine, cost=cost, hardware=hardware, model=model, options=options)
+    return simulate_with(
+        requests,
+        engine=engine,
+        cost=cost,
+        hardware=hardware,
+        model=model,
+        options=options,
+        acceptance=acceptance,
+        acceptance_seed=acceptance_seed,
+    )
 
 
 def simulate_with(
@@ -293,6 +315,8 @@ def simulate_with(
     hardware: HardwareSpec | str | None = None,
     model: ModelSpec | str | None = None,
     options: RunOptions,
+    acceptance: AcceptanceModel | None = None,
+    acceptance_seed: int = 0,
 ) -> SimResult:
     """:func:`simulate` with every run option explicit (:class:`RunOptions`; for tests and
     benchmarks that force a code path)."""
@@ -322,7 +346,7 @@ def simulate_with(
     engine, groups = engine_kv_groups(engine, model)
     if options.check_requests_fit:
         check_requests_fit(table, engine, num_blocks, groups)
-    state = new_state(table, engine, cost, num_blocks, groups)
+    state = new_state(table, engine, cost, num_blocks, groups, acceptance=acceptance, acceptance_seed=acceptance_seed)
     run(state, options)
     trace = build_trace(state)
     return SimResult(

@@ -69,13 +69,18 @@ even for one full-attention group) and is scheduled step by step in both modes.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from itertools import chain
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from budgetlab.attention import KVGroup, describe_kv_groups
 from budgetlab.errors import ConfigError
 from budgetlab.specs import EngineConfig
+from budgetlab.workload.acceptance import AcceptanceModel, default_acceptance, draw_accepted_drafts
+
+if TYPE_CHECKING:  # the input module imports the state module, which imports this one
+    from budgetlab.simulator.inputs import RequestTable
 from budgetlab.speculative import DraftRules, draft_rules
 
 __all__ = ["Drafts", "new_drafts", "check_drafts_supported"]
@@ -88,13 +93,18 @@ class Drafts:
     ----------
     rules : DraftRules
     num_requests : int
-    accepted : sequence of tuple of int
-        Per request (arrival order), its drafts accepted at each verification (S6).
+    accepted : numpy.ndarray
+        The drafts accepted at each verification (S6), every request's in turn (int64).
+    accepted_at, accepted_len : numpy.ndarray
+        Per request (arrival order), where its values start in ``accepted`` and how many it has
+        (verifications past them accept nothing).
     max_model_len : int or None
     """
 
     __slots__ = (
         "accepted",
+        "accepted_at",
+        "accepted_len",
         "in_flight",
         "in_flight_tokens",
         "k",
@@ -109,7 +119,13 @@ class Drafts:
     )
 
     def __init__(
-        self, rules: DraftRules, num_requests: int, accepted: Sequence[tuple[int, ...]], max_model_len: int | None
+        self,
+        rules: DraftRules,
+        num_requests: int,
+        accepted: np.ndarray,
+        accepted_at: np.ndarray,
+        accepted_len: np.ndarray,
+        max_model_len: int | None,
     ) -> None:
         self.rules = rules
         self.k = rules.num_speculative_tokens
@@ -120,7 +136,9 @@ class Drafts:
         self.pending = array("q", [0]) * num_requests
         #: S6: verifications each request has had
         self.verifications = array("q", [0]) * num_requests
-        self.accepted = accepted
+        self.accepted = accepted.tolist()
+        self.accepted_at = accepted_at.tolist()
+        self.accepted_len = accepted_len.tolist()
         #: S8-S10, pipelined only: the rollback (rejected and trimmed tokens) each request's in-flight
         #: step has not applied yet, the tokens it sampled in that step, the requests that sampled in
         #: it, and those it finished only thanks to accepted drafts
@@ -161,23 +179,39 @@ class Drafts:
             return 0
         v = self.verifications[request]
         self.verifications[request] = v + 1
-        accepted = self.accepted[request]
-        a = accepted[v] if v < len(accepted) else 0
+        a = self.accepted[self.accepted_at[request] + v] if v < self.accepted_len[request] else 0
         return a if a < num_drafts else num_drafts
 
 
 def new_drafts(
-    engine: EngineConfig, accepted: Sequence[tuple[int, ...]], order: np.ndarray, kv_groups: tuple[KVGroup, ...]
+    engine: EngineConfig,
+    table: RequestTable,
+    order: np.ndarray,
+    kv_groups: tuple[KVGroup, ...],
+    *,
+    acceptance: AcceptanceModel | None = None,
+    acceptance_seed: int = 0,
 ) -> Drafts | None:
     """The speculative state of a run of ``engine`` with ``kv_groups`` (None when it does not
-    speculate); ``accepted`` is each request's ``accepted_drafts`` in input order (empty: none
-    has any), ``order`` the arrival order."""
+    speculate). Acceptance (S6): drawn from ``acceptance`` when given (each request's draws seeded
+    by ``(acceptance_seed, its input position)``,
+    :func:`~budgetlab.workload.acceptance.draw_accepted_drafts`); else replayed from the requests'
+    ``accepted_drafts`` when any has them; else drawn from the method's published acceptance
+    (:func:`~budgetlab.workload.acceptance.default_acceptance`). ``order`` is the arrival order."""
     if not engine.num_speculative_tokens or engine.speculative_method is None:
         return None
     check_drafts_supported(engine, kv_groups)
     rules = draft_rules(engine.speculative_method, engine.num_speculative_tokens)
-    in_order = [accepted[i] for i in order.tolist()] if accepted else [()] * len(order)
-    return Drafts(rules, len(order), in_order, engine.max_model_len)
+    if acceptance is None and table.accepted_drafts:
+        sizes = np.fromiter(map(len, table.accepted_drafts), dtype=np.int64, count=len(table.accepted_drafts))
+        offsets = np.concatenate(([0], np.cumsum(sizes)))
+        counts = np.fromiter(chain.from_iterable(table.accepted_drafts), dtype=np.int64, count=int(offsets[-1]))
+    else:
+        model = acceptance if acceptance is not None else default_acceptance(engine.speculative_method)
+        counts, offsets = draw_accepted_drafts(
+            model, table.output_tokens, engine.num_speculative_tokens, seed=acceptance_seed
+        )
+    return Drafts(rules, len(order), counts, offsets[:-1][order], np.diff(offsets)[order], engine.max_model_len)
 
 
 def check_drafts_supported(engine: EngineConfig, kv_groups: tuple[KVGroup, ...]) -> None:

@@ -52,6 +52,7 @@ from budgetlab.simulator.drafts import Drafts, new_drafts
 from budgetlab.simulator.kv_groups import KVGroups, block_tables
 from budgetlab.simulator.queues import PriorityWaitingQueue
 from budgetlab.specs import Batch, EngineConfig
+from budgetlab.workload.acceptance import AcceptanceModel
 
 if TYPE_CHECKING:  # the input module imports this one's block helper
     from budgetlab.simulator.inputs import RequestTable
@@ -496,13 +497,17 @@ def new_state(
     cost: CostModel,
     num_blocks: int,
     kv_groups: tuple[KVGroup, ...] = ("full",),
+    *,
+    acceptance: AcceptanceModel | None = None,
+    acceptance_seed: int = 0,
 ) -> SimState:
     """The state before the first step: every request still to arrive, the pool all free.
 
     Arrivals are taken relative to the first one, the trace's origin (its value in the input's
     clock is ``time_origin_s``): ``arrival − origin`` is exact whenever the arrivals span less
     than the origin itself (epoch timestamps), and is the arrival itself for a trace that
-    starts at 0.
+    starts at 0. ``acceptance`` and ``acceptance_seed``: how a speculating engine's drafts are
+    accepted (:func:`budgetlab.simulator.drafts.new_drafts`).
     """
     order = np.argsort(table.arrival_at_s, kind="stable")
     absolute = table.arrival_at_s[order]
@@ -541,7 +546,7 @@ def new_state(
         kv=KVPool(num_blocks=num_blocks, free_blocks=num_blocks),
         pool=pool,
         groups=groups,
-        drafts=new_drafts(engine, table.accepted_drafts, order, kv_groups),
+        drafts=new_drafts(engine, table, order, kv_groups, acceptance=acceptance, acceptance_seed=acceptance_seed),
         pipelined=engine.async_scheduling,
         reserve_full_isl=engine.scheduler_reserve_full_isl,
         watermark_blocks=math.floor(engine.watermark * (num_blocks + 1)),

@@ -444,8 +444,6 @@ def sample_step(state: SimState, plan: StepPlan, end_s: float, free_blocks: int)
     sampled_any = False
     drafts = state.drafts
     pipelined_drafts = drafts is not None and state.pipelined
-    if pipelined_drafts:
-        drafts.in_flight = []
     for r, n, kind, before in zip(plan.requests, plan.num_tokens, plan.kinds, plan.computed_before):
         if pipelined_drafts and req.finished_at_s[r] == req.finished_at_s[r]:
             continue  # drafts.py S9: it finished in the step before; this chunk's output is dropped
