@@ -21,9 +21,10 @@ G1. Mode. ``vllm serve`` starts at optimization level O2, whose ``cudagraph_mode
     families vLLM downgrades (pooling models: PIECEWISE only; encoder-decoder: FULL decode only)
     and user-set ``cudagraph_mode`` / ``performance_mode="interactivity"`` are not modelled.
 G2. Query length of a decode. A uniform decode gives every request ``q = 1 +
-    num_speculative_tokens`` query tokens (``VllmConfig.uniform_decode_query_len``).
-    :class:`~budgetlab.specs.EngineConfig` has no speculative decoding yet, so ``q = 1`` unless
-    the engine carries a ``num_speculative_tokens`` attribute.
+    num_speculative_tokens`` query tokens (``VllmConfig.uniform_decode_query_len``,
+    ``config/vllm.py``; Model Runner V2's ``decode_query_len``, ``v1/worker/gpu/model_runner.py``):
+    ``q = 1`` without speculative decoding, ``1 + k`` with ``EngineConfig(num_speculative_tokens=k)``
+    whatever the method (n-gram, draft model, EAGLE, EAGLE-3, MTP).
 G3. Blackwell. The platform ceiling is 1,024 tokens on a GPU of compute capability 10.x and
     512 elsewhere (``current_platform.is_device_capability_family(100)``,
     ``platforms/interface.py``: the major version is 10). :class:`~budgetlab.specs.HardwareSpec`
@@ -47,7 +48,14 @@ C4. Default sizes. Otherwise ``ladder(ceiling)``; plus ``B`` itself when ``B <= 
     dropped, sorted ascending.
 C5. Decode sizes, only when ``max_cudagraph_capture_size`` is not set. With ``q = 1``: ``S``,
     if ``S <= min(2·S, P)``, i.e. if ``S <= P``. With ``q > 1``: ``n·q`` for every request count
-    ``n`` in ``ladder(m)`` plus ``m`` itself, ``m = min(S, P)``, that is ``<= min(2·S·q, P)``.
+    ``n`` in ``ladder(m)`` plus ``m`` itself, ``m = min(S, P)``, that is ``<= min(2·S·q, P)``
+    (the ``request_counts`` grid of ``_set_cudagraph_sizes``: it scales a request-count ladder by
+    ``q`` rather than widening the token ladder, so every decode size is a multiple of ``q``;
+    dynamic speculative decoding's tiers are not modelled). The V1 runner's
+    ``CompilationConfig.adjust_cudagraph_sizes_for_spec_decode`` (every size rounded up to a
+    multiple of ``q``) runs only when ``use_v2_model_runner`` is false
+    (``resolve_cudagraph_mode_and_sizes``, ``config/compilation.py``); vLLM 0.33 runs V2 for
+    all five methods budgetlab models, so the sizes stay as C1-C6 give them.
 C6. The largest size becomes ``max_cudagraph_capture_size``; with both user fields set they must
     agree (vLLM refuses to start otherwise: :class:`~budgetlab.specs.EngineConfig` raises
     ``ConfigError``), with only the maximum set it is truncated to the largest ladder entry with
@@ -69,8 +77,12 @@ D1. FULL sizes. Each capture size ``s`` rounded up to a multiple of ``q`` is a F
     sizes up to ``S``. Every capture size is also a PIECEWISE graph.
 D2. Uniform decode. A batch is a uniform decode when every request is decoding (or continues a
     prompt by one token) and all schedule the same number of tokens, ``q``
-    (``GPUModelRunner.gather_batch_req_state``, ``get_uniform_decode_token_count``). It runs
-    the smallest FULL size ``>= num_tokens``, if there is one; only that one is tried.
+    (``GPUModelRunner.gather_batch_req_state``, ``get_uniform_decode_token_count``; the FULL
+    graph's ``uniform_token_count`` must equal it, ``_is_compatible``). It runs the smallest
+    FULL size ``>= num_tokens``, if there is one; only that one is tried. With ``q > 1`` that
+    means every decode verifies ``k`` drafts and no prompt is in the step: a one-token prompt
+    continuation schedules 1 token, not ``q``, and a decode whose drafts were trimmed fewer
+    (:func:`is_uniform_decode`); such a batch runs PIECEWISE (D3).
 D3. Otherwise (a mixed batch, or a uniform one above the largest FULL size) it runs PIECEWISE,
     padded to the smallest capture size ``>= num_tokens``.
 D4. Above the largest capture size there is no graph: mode NONE, the batch unpadded. With no
@@ -79,6 +91,27 @@ D4. Above the largest capture size there is no graph: mode NONE, the batch unpad
 So on the default H100 engine a decode batch of 300 runs FULL padded to 304, one of 600 runs
 NONE (600 > 512); with ``S`` = 256 a batch of 300 tokens is never a decode (at most 256
 requests) and runs PIECEWISE at 304.
+
+With speculative decoding (``k = 3``, ``q = 4``) and ``S = 8``, ``B = 2048``: the ceiling is
+``min(2·8·4, 512) = 64``, the ladder 1, 2, 4, 8, ..., 64 and the decode sizes ``4·{1, 2, 4, 8}
+= 4, 8, 16, 32`` (all in it), so the capture sizes are 1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64;
+the FULL sizes are those rounded up to multiples of 4 and at most ``4·8 = 32``: 4, 8, 16, 24,
+32. Five decodes verifying 3 drafts each (20 tokens) run FULL at 24 (six requests' worth); five
+decodes of which one verifies 2 (19 tokens) run PIECEWISE at 24; eight of 4 tokens (32) run FULL
+at 32 and 64 tokens with a prompt chunk run PIECEWISE at 64.
+
+The drafter's own graphs (Model Runner V2, ``v1/worker/gpu/spec_decode/``)
+-------------------------------------------------------------------------
+S1. EAGLE, EAGLE-3 and MTP (``TargetDependentARSpeculator.init_cudagraph_manager``): the first
+    pass over the step's tokens has its own manager with the engine's mode, sizes and ``q``, and
+    is dispatched on the target's padded token count and uniform token count
+    (``propose``): it runs in the same mode, padded to the same size, as the target's step.
+S2. Their ``k − 1`` single-token passes run ``FULL_DECODE_ONLY`` with ``q = 1`` (PIECEWISE graphs
+    are not supported for draft decodes): FULL at the smallest capture size ``>=`` the step's
+    request count among those ``<= max_num_seqs`` (D1 with ``q = 1``,
+    :func:`draft_decode_graph_sizes`), else no graph.
+S3. A draft model (``StandaloneARSpeculator``: "CUDA graph not yet supported") and the n-gram
+    kernels (``NgramGPUSpeculator``) capture nothing: every pass runs without a graph.
 """
 
 from __future__ import annotations
@@ -97,7 +130,9 @@ __all__ = [
     "BLACKWELL_CEILING_TOKENS",
     "cudagraph_capture_sizes",
     "cudagraph_dispatch",
+    "draft_decode_graph_sizes",
     "full_graph_sizes",
+    "is_uniform_decode",
     "is_data_center_blackwell",
     "uniform_decode_query_len",
 ]
@@ -133,6 +168,32 @@ def uniform_decode_query_len(engine: EngineConfig) -> int:
         raise ParameterError(f"engine must be an EngineConfig, got {engine!r}")
     spec = getattr(engine, "num_speculative_tokens", 0)
     return 1 + int_at_least("num_speculative_tokens", spec, 0, what="an int >= 0")
+
+
+def is_uniform_decode(
+    q: int, num_decodes: int, num_draft_tokens: int, chunks: tuple[int, ...], contexts: tuple[int, ...]
+) -> bool:
+    """Whether vLLM 0.33 runs a step as a uniform decode of ``q`` tokens a request (rule D2).
+
+    Every request must schedule ``q`` tokens and none be prefilling, a prompt continued by one
+    token over a cached context counting as a decode of one token. With ``q = 1``: no drafts, and
+    every prefill chunk one token over a non-empty context. With ``q > 1``: no prefill chunk and
+    ``num_draft_tokens == num_decodes × (q − 1)`` (a decode verifies at most ``q − 1`` drafts, so
+    each verifies exactly that many).
+
+    Parameters
+    ----------
+    q : int
+        :func:`uniform_decode_query_len` of the engine [tokens].
+    num_decodes, num_draft_tokens : int, int
+        The step's decodes [count] and the drafts they verify together [tokens]
+        (``Batch.num_decodes``, ``Batch.decode_draft_tokens``).
+    chunks, contexts : tuple of int, tuple of int
+        The prefill chunks [tokens] and the cached tokens before each [tokens].
+    """
+    if q == 1:
+        return not num_draft_tokens and all(n == 1 and x > 0 for n, x in zip(chunks, contexts))
+    return not chunks and num_decodes > 0 and num_draft_tokens == num_decodes * (q - 1)
 
 
 def _ladder(limit: int) -> list[int]:
@@ -233,6 +294,22 @@ def full_graph_sizes(engine: EngineConfig, hardware: HardwareSpec) -> list[int]:
     ``q · max_num_seqs`` and at most the largest capture size; ``q = 1 + num_speculative_tokens``.
     """
     return list(_full(_engine_sizes(engine, hardware), uniform_decode_query_len(engine), engine.max_num_seqs))
+
+
+def draft_decode_graph_sizes(engine: EngineConfig, hardware: HardwareSpec) -> list[int]:
+    """The FULL graph sizes of an EAGLE, EAGLE-3 or MTP drafter's single-token passes [tokens]
+    (rule S2): the engine's capture sizes up to ``max_num_seqs`` (D1 with ``q = 1``). Empty for
+    an engine without graphs.
+
+    Examples
+    --------
+    >>> import budgetlab as bl
+    >>> engine = bl.EngineConfig(max_num_batched_tokens=2048, max_num_seqs=8, num_speculative_tokens=3,
+    ...                          speculative_method="eagle3")
+    >>> draft_decode_graph_sizes(engine, bl.hardware("h100-sxm"))
+    [1, 2, 4, 8]
+    """
+    return list(_full(_engine_sizes(engine, hardware), 1, engine.max_num_seqs))
 
 
 def cudagraph_dispatch(

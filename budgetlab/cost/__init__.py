@@ -25,6 +25,12 @@ The family, and where each member lives
     The one step formula behind :class:`CalibratedCost`, the CUDA-graph dispatch of a step and
     its terms, :class:`StepTerms` (``cost.step_terms(batch)``: every term named, summing to the
     step) and :func:`~budgetlab.cost.step_terms.knee_loss`.
+:mod:`budgetlab.cost.speculative_terms`
+    Speculative decoding's proposer (:class:`Drafter`: n-gram, draft model, EAGLE, EAGLE-3, MTP)
+    priced per step (:func:`drafter_time_s`, :func:`drafter_terms`), the term ``drafter`` of a
+    cost built for a speculating engine.
+:mod:`budgetlab.cost.step_constants`
+    The per-cost constants of the step formula, the all-reduce kernel table and the knee loss.
 :mod:`budgetlab.cost.collective`
     :func:`all_reduce_s` and :func:`all_reduce_algorithm`: a tensor-parallel all-reduce as the
     kernel vLLM 0.33 runs for its size and TP, priced from published H100 measurements.
@@ -82,6 +88,7 @@ from budgetlab.cost.measurements import REQUIRED_COLUMNS, TOKEN_COLUMNS, measure
 from budgetlab.cost.named import COST_NAMES, CostFactory, CostSpec, check_cost, cost_label, make_cost
 from budgetlab.cost.protocol import CostCurve, CostModel, hardware_of, model_of
 from budgetlab.cost.roofline import ConstantCost, IdealCost, knee_tokens, shortest_step_s
+from budgetlab.cost.speculative_terms import DRAFTER_TERM_NAMES, Drafter, drafter_terms, drafter_time_s
 from budgetlab.cost.step_terms import StepTerms
 from budgetlab.cost.variants import hardware_comparison, moe_step_costs, tensor_parallel_speedups, tile_cliffs
 
@@ -100,6 +107,11 @@ __all__ = [
     "knee_tokens",
     "shortest_step_s",
     "StepTerms",
+    # speculative decoding's proposer
+    "Drafter",
+    "DRAFTER_TERM_NAMES",
+    "drafter_time_s",
+    "drafter_terms",
     # tensor parallelism
     "all_reduce_s",
     "all_reduce_algorithm",

@@ -74,6 +74,23 @@ FLOP rate ``F × flop_efficiency × tp``:
     FLOPs per state element per token, ``state elements = mamba_state_bytes /
     dtype bytes`` over the TP group.
 
+Verifying decodes (speculative decoding)
+----------------------------------------
+A decode that verifies ``d`` drafts over a context of ``c`` tokens runs ``q = 1 + d`` queries:
+query ``i`` (1 to ``q``) attends to ``c + i`` keys, while the decode reads its ``c`` cached tokens
+once (the drafts' own keys and values are computed in the step, as a chunk's are). The
+:class:`~budgetlab.specs.Batch` gives the decodes' count ``n``, the sum ``Σc`` of their contexts
+and the sum ``D`` of their drafts; the drafts are taken as shared equally, ``q̄ = 1 + D / n``
+(exact for a uniform decode, where every decode verifies ``k``). The drafts' queries then add
+(:func:`draft_pairs`) ``Σ_r Σ_{i=2}^{q_r} (c_r + i) = D × (Σc / n + (q̄ + 2) / 2)`` pairs per
+full-attention layer over the decodes' ``Σc + n``: the term ``draft_attention``. Per layer kind:
+MLA layers run them on the absorbed decode path (vLLM raises an MLA backend's
+``reorder_batch_threshold`` to ``1 + k`` when it supports speculative decoding,
+``AttentionMetadataBuilder._init_reorder_batch_threshold``, ``v1/attention/backend.py``), the same
+pairs; a sliding window caps them at ``D × W``; a chunked-local layer counts ``D × ((Σc / n) mod C +
+(q̄ + 2) / 2)``, capped at ``D × C``; a Mamba layer adds the drafts' recurrent updates
+(``recurrent_math``), its state read and written once per request as before.
+
 Sources: vLLM 0.33's attention backends and MLA module cited above; DeepSeek-V2 (arXiv
 2405.04434, §2.1) for MLA's absorbed projections; Mamba-2 (Dao & Gu 2024, §3) and Gated
 DeltaNet (Yang et al. 2024) for the recurrent state update.
@@ -103,6 +120,7 @@ __all__ = [
     "LayoutStep",
     "attended_pairs",
     "cached_tokens_read",
+    "draft_pairs",
     "full_attention_layers",
     "full_kv_bytes_per_token",
     "layout_cost",
@@ -188,6 +206,14 @@ def attended_pairs(kind: str, m: Any, c: Any, size: float | None = None) -> Any:
     return _chunk_prefix(c + m, size) - _chunk_prefix(c, size)
 
 
+def draft_pairs(num_decodes: Any, decode_context: Any, drafts: Any) -> Any:
+    """(query, key) pairs the drafts of ``num_decodes`` verifying decodes add in one full-attention
+    layer [count]: ``D × (Σc / n + (q̄ + 2) / 2)`` with ``q̄ = 1 + D / n`` (module docstring);
+    0 without drafts. Floats or arrays."""
+    decodes = _maximum(num_decodes, 1.0)
+    return drafts * (decode_context / decodes + (1.0 + drafts / decodes + 2.0) / 2.0)
+
+
 def cached_tokens_read(kind: str, c: Any, size: float | None = None) -> Any:
     """Cached tokens whose KV a chunk after ``c`` cached tokens reads in one layer of ``kind``
     [tokens]: ``c`` (full, MLA), ``min(c, W − 1)`` (sliding window), ``c mod C`` (chunked)."""
@@ -242,6 +268,7 @@ class LayoutStep(NamedTuple):
     attention_s: Any
     projection_s: Any
     recurrent_s: Any
+    draft_attention_s: Any = 0.0  # the drafts' queries' attention (verifying decodes); 0.0 without drafts
 
     @property
     def memory_s(self) -> Any:
@@ -250,8 +277,9 @@ class LayoutStep(NamedTuple):
 
     @property
     def compute_s(self) -> Any:
-        """Seconds on the compute roof: attention, projection and recurrent math."""
-        return self.attention_s + self.projection_s + self.recurrent_s
+        """Seconds on the compute roof: attention (the drafts' included), projection and recurrent
+        math (``+ 0.0`` without drafts: the same bits)."""
+        return self.attention_s + self.projection_s + self.recurrent_s + self.draft_attention_s
 
 
 def layout_cost(cost: Any, bandwidth: float, flop_rate: float) -> LayoutCost | None:
@@ -307,6 +335,22 @@ def _decode_terms(lc: LayoutCost, n: Any, context: Any) -> list[Any]:
     return [kv_s, state_s, attention_s, 0.0 * n, n * lc.recurrent_s_per_token]
 
 
+def _draft_terms(lc: LayoutCost, n: float, context: float, drafts: float) -> tuple[float, float]:
+    """``(draft attention [s], recurrent math [s])`` the drafts of ``n`` verifying decodes add in the
+    layers other than full attention (module docstring)."""
+    full_pairs = float(draft_pairs(n, context, drafts))
+    attention_s = full_pairs * lc.mla_absorbed_s_per_pair
+    mean_query = 1.0 + drafts / max(n, 1.0)
+    for kind, size, _kv_per_token, per_pair in lc.local:
+        if kind == "sliding_window":
+            pairs = min(full_pairs, drafts * size)
+        else:
+            mean = context / max(n, 1.0)
+            pairs = min(drafts * (mean - math.floor(mean / size) * size + (mean_query + 2.0) / 2.0), drafts * size)
+        attention_s = attention_s + pairs * per_pair
+    return attention_s, drafts * lc.recurrent_s_per_token
+
+
 def _chunk_terms(lc: LayoutCost, m: Any, c: Any) -> list[Any]:
     """The terms of one prefill chunk of ``m`` tokens after ``c`` cached ones (floats, or
     arrays of one chunk per step)."""
@@ -333,12 +377,14 @@ def layout_step(
     decode_context: Any,
     chunks: tuple[Any, ...] = (),
     contexts: tuple[Any, ...] = (),
+    drafts: float = 0.0,
 ) -> LayoutStep:
     """The terms of a step of ``num_decodes`` decodes (contexts summing to ``decode_context``)
-    and prefill ``chunks`` after ``contexts`` cached tokens each [s] (module docstring).
+    verifying ``drafts`` drafts in all, and prefill ``chunks`` after ``contexts`` cached tokens
+    each [s] (module docstring).
 
-    ``num_decodes`` and ``decode_context`` may be floats or arrays (a decode run); a chunk may
-    be an array of one chunk per step (:meth:`CalibratedCost.step_time_s
+    ``num_decodes`` and ``decode_context`` may be floats or arrays (a decode run, then without
+    drafts); a chunk may be an array of one chunk per step (:meth:`CalibratedCost.step_time_s
     <budgetlab.cost.CalibratedCost.step_time_s>`), then with no decodes.
     """
     terms = _decode_terms(lc, num_decodes, decode_context)
@@ -347,4 +393,8 @@ def layout_step(
         m, c = (chunk, context) if array else (float(chunk), float(context))
         for i, term in enumerate(_chunk_terms(lc, m, c)):
             terms[i] = terms[i] + term
-    return LayoutStep(*terms)
+    if not drafts:
+        return LayoutStep(*terms)
+    draft_attention_s, recurrent_s = _draft_terms(lc, float(num_decodes), float(decode_context), float(drafts))
+    terms[4] = terms[4] + recurrent_s
+    return LayoutStep(terms[0], terms[1], terms[2], terms[3], terms[4], draft_attention_s)

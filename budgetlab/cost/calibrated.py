@@ -85,6 +85,9 @@ Step [s]
       the linear math on the padded tokens, and the host launch time per layer outside a FULL
       graph adds the part that exceeds the GPU work. :meth:`CalibratedCost.step_terms` names
       every term of a step.
+    * Speculative decoding: a verification's drafts are tokens of the step, their queries'
+      attention is ``draft_attention`` (:mod:`budgetlab.cost.step_terms`); an engine that
+      speculates adds its proposer's passes, ``drafter`` (:mod:`budgetlab.cost.speculative_terms`).
 
 A step of 0 tokens is not run and costs 0 s.
 
@@ -123,22 +126,15 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from budgetlab._checks import finite_array, flag
-from budgetlab.cost.attention_terms import (
-    attended_pairs,
-    full_attention_layers,
-    full_kv_bytes_per_token,
-    layout_cost,
-    layout_step,
-)
+from budgetlab.cost.attention_terms import attended_pairs, full_attention_layers, layout_step
 from budgetlab.cost.calibrated_checks import check_fields
-from budgetlab.cost.moe_step import MoeStepTable, moe_weight_split
 from budgetlab.cost.presets import GPU_PROFILE, TYPICAL
+from budgetlab.cost.speculative_terms import Drafter, decode_run_by_step, drafter_cost, drafter_for_engine
+from budgetlab.cost.step_constants import _Constants, all_reduce_time_s, cost_constants
 from budgetlab.cost.step_terms import (
     NONE,
-    AllReduceTable,
     StepTerms,
-    _Constants,
-    all_reduce_time_s,
+    batch_draft_pairs,
     batch_sums,
     breakdown,
     cost_display_rows,
@@ -148,13 +144,12 @@ from budgetlab.cost.step_terms import (
     graph_arrays,
     graph_constants,
     graph_modes,
-    knee_loss,
     layout_sums,
     step_time_s,
 )
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import ConfigError, ParameterError
-from budgetlab.memory import activation_dtype_bytes, weight_bytes, weight_bytes_per_gpu
+from budgetlab.memory import weight_bytes, weight_bytes_per_gpu
 from budgetlab.specs import Batch, EngineConfig, HardwareSpec, ModelSpec
 
 __all__ = ["CalibratedCost", "TYPICAL", "GPU_PROFILE"]
@@ -230,6 +225,14 @@ class CalibratedCost:
         vLLM's ``--enable-expert-parallel`` (``EngineConfig.enable_expert_parallel``, recorded
         by :meth:`for_engine`): with ``moe`` and ``tp > 1`` each GPU holds ``E/tp`` whole
         experts and a step reads the slowest GPU's touched experts (:mod:`budgetlab.cost.moe_step`).
+    cudagraph_decode_query_len, cudagraph_draft_sizes : int, tuple
+        Speculative decoding, recorded by :meth:`for_engine`: the query tokens of a uniform
+        decode, ``1 + num_speculative_tokens`` (FULL sizes are multiples of it), and the FULL
+        sizes of an EAGLE or MTP drafter's single-token passes (:mod:`budgetlab.cudagraph`, S2).
+    drafter : Drafter or None
+        The proposer whose passes every step adds as the term ``drafter``
+        (:mod:`budgetlab.cost.speculative_terms`); :meth:`for_engine` sets it from the engine's
+        ``speculative_method`` and ``num_speculative_tokens``; None: no proposer.
 
     Attributes
     ----------
@@ -282,6 +285,9 @@ class CalibratedCost:
     enforce_eager: bool = False
     moe_block_padding: bool = False
     expert_parallel: bool = False
+    cudagraph_decode_query_len: int = 1
+    cudagraph_draft_sizes: tuple[int, ...] = ()
+    drafter: Drafter | None = None
     weight_read_s: float = field(init=False, repr=False)
     per_token_s: float = field(init=False, repr=False)
     _constants: _Constants = field(init=False, repr=False, compare=False)
@@ -299,49 +305,10 @@ class CalibratedCost:
         replica_bytes = weight_bytes_per_gpu(m, tp=self.tp, dtype=self.dtype, quantization=self.quantization)
         object.__setattr__(self, "weight_read_s", replica_bytes / bandwidth)
         object.__setattr__(self, "per_token_s", self.flops_per_token / flop_rate)
-        moe = self._moe_active
-        shared_bytes, expert_bytes = moe_weight_split(self)
-        full = float(activation_dtype_bytes(m, self.dtype))
-        table = MoeStepTable(self) if moe and (self.moe_block_padding or self.expert_parallel) else None
-        kv_bytes = full_kv_bytes_per_token(m, tp=self.tp, dtype=self.dtype, kv_cache_dtype=self.kv_cache_dtype)
-        ring = 2.0 * (self.tp - 1) / self.tp
-        link = hw.interconnect_bandwidth_bytes_per_s
-        graph, launch = graph_constants(self)
-        object.__setattr__(
-            self,
-            "_constants",
-            _Constants(
-                overhead_s=self.step_overhead_s + m.num_layers * self.layer_overhead_s,
-                step_overhead_s=float(self.step_overhead_s),
-                layers_overhead_s=m.num_layers * self.layer_overhead_s,
-                bandwidth=bandwidth,
-                kv_reads=bool(self.kv_reads),
-                kv_s_per_token=kv_bytes / bandwidth,
-                attention=bool(self.attention),
-                attention_s_per_pair=self.attention_flops_per_pair / flop_rate,
-                tile_tokens=self.tile_tokens,
-                knee_overlap_loss=knee_loss(self, weight_bytes_per_gpu(m, tp=self.tp, dtype=self.dtype)),
-                all_reduce=self.tp > 1 and bool(self.all_reduce),
-                all_reduce_fixed_s=2.0 * m.num_layers * hw.interconnect_latency_s,
-                all_reduce_per_token_s=2.0 * m.num_layers * ring * m.hidden_size * full / link,
-                all_reduce_table=(
-                    AllReduceTable(hw, self.tp, m.hidden_size * full, m.num_layers, fuse=not self.enforce_eager)
-                    if self.all_reduce_kernels and self.tp > 1
-                    else None
-                ),
-                moe=moe,
-                num_experts=float(m.num_experts),
-                miss_fraction=1.0 - m.num_experts_per_token / m.num_experts,
-                shared_bytes=shared_bytes,
-                expert_bytes=expert_bytes,
-                moe_padding=table if self.moe_block_padding and self.quantization is None else None,
-                expert_parallel=table if self.expert_parallel and self.tp > 1 else None,
-                graph=graph,
-                graph_padding=graph is not None and bool(self.graph_padding),
-                launch_s=launch,
-                layout=layout_cost(self, bandwidth, flop_rate),
-            ),
-        )
+        constants = cost_constants(self, *graph_constants(self))
+        if self.drafter is not None:  # the proposer's parts, priced with this cost's fields
+            constants = dataclasses.replace(constants, drafter=drafter_cost(self.drafter, self))
+        object.__setattr__(self, "_constants", constants)
 
     @classmethod
     def ideal(cls, hardware: HardwareSpec, model: ModelSpec) -> CalibratedCost:
@@ -356,6 +323,7 @@ class CalibratedCost:
         *,
         tp: int | None = None,
         engine: EngineConfig | None = None,
+        draft_model: ModelSpec | str | None = None,
     ) -> CalibratedCost:
         """A real vLLM engine's step on a datacenter GPU: the :data:`~budgetlab.cost.presets.TYPICAL` preset.
 
@@ -377,13 +345,17 @@ class CalibratedCost:
         engine : EngineConfig or None
             The deployment to price: ``tensor_parallel_size``, ``dtype``, ``kv_cache_dtype``
             and ``quantization`` are taken from it (:meth:`for_engine`), so the cost describes
-            the same deployment the engine's KV pool is sized for. ``None``: one GPU, the
-            model's dtype, no quantization.
+            the same deployment the engine's KV pool is sized for, with its proposer when it
+            speculates. ``None``: one GPU, the model's dtype, no quantization.
+        draft_model : ModelSpec, str or None
+            The draft model of an engine with ``speculative_method="draft_model"`` (required
+            there, ignored otherwise; :meth:`for_engine`).
 
         Raises
         ------
         ConfigError
-            ``tp`` and ``engine`` both given and disagreeing.
+            ``tp`` and ``engine`` both given and disagreeing; a draft-model engine without
+            ``draft_model``.
 
         Examples
         --------
@@ -403,25 +375,33 @@ class CalibratedCost:
                 f"{engine.tensor_parallel_size}: they describe different deployments. Pass one of "
                 "them (engine= alone takes tp from the engine)"
             )
-        return cls(hardware=hardware, model=model, **TYPICAL).for_engine(engine)
+        return cls(hardware=hardware, model=model, **TYPICAL).for_engine(engine, draft_model=draft_model)
 
     @classmethod
     def gpu_profile(
-        cls, hardware: HardwareSpec, model: ModelSpec, *, engine: EngineConfig | None = None
+        cls,
+        hardware: HardwareSpec,
+        model: ModelSpec,
+        *,
+        engine: EngineConfig | None = None,
+        draft_model: ModelSpec | str | None = None,
     ) -> CalibratedCost:
         """The step as the GPU's operators take it: the :data:`~budgetlab.cost.presets.GPU_PROFILE`
         preset (Vidur's H100 profile; no CPU time), for ``engine``'s deployment if given."""
         cost = cls(hardware=hardware, model=model, **GPU_PROFILE)
-        return cost if engine is None else cost.for_engine(engine)
+        return cost if engine is None else cost.for_engine(engine, draft_model=draft_model)
 
-    def for_engine(self, engine: EngineConfig) -> CalibratedCost:
+    def for_engine(self, engine: EngineConfig, *, draft_model: ModelSpec | str | None = None) -> CalibratedCost:
         """A copy priced for ``engine``'s deployment; validated again.
 
         ``tp`` becomes ``engine.tensor_parallel_size``, and ``dtype``, ``kv_cache_dtype`` and
         ``quantization`` the engine's fields of those names; its CUDA graphs on this hardware
         are recorded for dispatch (``cudagraph_*`` and ``enforce_eager``,
-        :mod:`budgetlab.cost.step_terms`), and ``expert_parallel`` becomes the engine's
-        ``enable_expert_parallel``. Every other field is kept.
+        :mod:`budgetlab.cost.step_terms`), ``expert_parallel`` becomes the engine's
+        ``enable_expert_parallel``, and an engine that speculates gets its proposer
+        (``drafter``: :meth:`Drafter.for_engine <budgetlab.cost.speculative_terms.Drafter.for_engine>`,
+        with ``draft_model`` for ``speculative_method="draft_model"``; ignored otherwise). Every
+        other field is kept.
 
         Raises
         ------
@@ -429,31 +409,33 @@ class CalibratedCost:
             ``engine`` is not an EngineConfig, or its ``tensor_parallel_size`` does not divide
             the model's attention heads.
         ConfigError
-            ``enable_expert_parallel`` for a model without experts (vLLM refuses it too).
+            ``enable_expert_parallel`` for a model without experts (vLLM refuses it too); a
+            draft-model engine without ``draft_model``.
         """
         if not isinstance(engine, EngineConfig):
             raise ParameterError(f"engine must be an EngineConfig, got {type(engine).__name__}")
-        sizes, full = engine_graphs(engine, self.hardware)
         return dataclasses.replace(
             self,
             tp=engine.tensor_parallel_size,
             dtype=engine.dtype,
             kv_cache_dtype=engine.kv_cache_dtype,
             quantization=engine.quantization,
-            cudagraph_sizes=sizes,
-            cudagraph_full_sizes=full,
-            enforce_eager=bool(engine.enforce_eager),
             expert_parallel=bool(engine.enable_expert_parallel),
+            drafter=Drafter.for_engine(engine, self.model, draft_model=draft_model),
+            **engine_graphs(engine, self.hardware),
         )
 
     def graphs_for(self, engine: EngineConfig) -> CalibratedCost:
-        """This cost with ``engine``'s CUDA graphs (itself if recorded already, or if it records
-        none): :func:`budgetlab.simulate` dispatches the steps of the engine it runs."""
-        sizes, full = engine_graphs(engine, self.hardware)
-        now = (sizes, full, engine.enforce_eager)
-        if self.cudagraph_sizes is None or now == (self.cudagraph_sizes, self.cudagraph_full_sizes, self.enforce_eager):
+        """This cost with ``engine``'s CUDA graphs and proposer (itself if recorded already, or if
+        it records none: a cost built without an engine): :func:`budgetlab.simulate` dispatches
+        the steps of the engine it runs. A proposer of another ``k`` keeps its fields; a draft
+        model carries over (:func:`~budgetlab.cost.speculative_terms.drafter_for_engine`)."""
+        if self.cudagraph_sizes is None:
             return self
-        return dataclasses.replace(self, cudagraph_sizes=sizes, cudagraph_full_sizes=full, enforce_eager=now[2])
+        now = {**engine_graphs(engine, self.hardware), "drafter": drafter_for_engine(self.drafter, engine, self.model)}
+        if all(getattr(self, name) == value for name, value in now.items()):
+            return self
+        return dataclasses.replace(self, **now)
 
     def with_(self, **changes: Any) -> CalibratedCost:
         """A copy with some fields changed (``cost.with_(attention=False)``); validated again."""
@@ -613,6 +595,8 @@ class CalibratedCost:
         lc = self._constants.layout
         layout_s = None if lc is None else layout_step(lc, 0.0, 0.0, (tokens,), (context,))
         time_s = self._time_s(tokens, pairs, context, self._weight_read_s(tokens), padded, launch_s, eager, layout_s)
+        if self._constants.drafter is not None:  # the proposer runs in every step of a speculating engine
+            time_s = time_s + self._constants.drafter.curve_s(tokens, context)
         return float(time_s) if time_s.ndim == 0 else time_s
 
     def batch_time_s(self, batch: Batch) -> float:
@@ -623,11 +607,16 @@ class CalibratedCost:
         CUDA graphs recorded (:meth:`for_engine`) the step is dispatched as vLLM does it and
         pays the graph terms that are on (:mod:`budgetlab.cost.step_terms`).
         """
+        c = self._constants
         tokens, pairs, kv_tokens = batch_sums(batch)
-        mode, graph_tokens = dispatch_step(self._constants, tokens, batch.prefill_tokens, batch.prefill_context_tokens)
-        padded, launch_s = graph_args(self._constants, mode, graph_tokens)
-        weight_read_s, layout_s = self._weight_read_s(tokens), layout_sums(self._constants, batch)
-        return float(self._time_s(tokens, pairs, kv_tokens, weight_read_s, padded, launch_s, mode == NONE, layout_s))
+        drafts, chunks = batch.decode_draft_tokens, batch.prefill_tokens
+        mode, graph_tokens = dispatch_step(c, tokens, chunks, batch.prefill_context_tokens, batch.num_decodes, drafts)
+        padded, launch_s = graph_args(c, mode, graph_tokens)
+        if drafts:  # the verification's draft queries (draft_attention)
+            pairs = pairs + batch_draft_pairs(batch)
+        weight_read_s, layout_s = self._weight_read_s(tokens), layout_sums(c, batch)
+        time_s = float(self._time_s(tokens, pairs, kv_tokens, weight_read_s, padded, launch_s, mode == NONE, layout_s))
+        return time_s if c.drafter is None else time_s + c.drafter.time_s(batch)
 
     def step_terms(self, batch: Batch) -> StepTerms:
         """The step time of :meth:`batch_time_s` split into named terms [s] that add up to it.
@@ -650,11 +639,14 @@ class CalibratedCost:
         >>> abs(terms.total_s - cost.batch_time_s(Batch(num_decodes=100, decode_context_tokens=50_000))) < 1e-15
         True
         """
-        tokens, pairs, kv_tokens = batch_sums(batch)
-        mode, padded = dispatch_step(self._constants, tokens, batch.prefill_tokens, batch.prefill_context_tokens)
-        weight_read_s = self._weight_read_s(tokens)
         c, per_token_s = self._constants, self.per_token_s
-        return breakdown(c, per_token_s, tokens, pairs, kv_tokens, weight_read_s, mode, padded, layout_sums(c, batch))
+        tokens, pairs, kv_tokens = batch_sums(batch)
+        drafts, chunks = batch.decode_draft_tokens, batch.prefill_tokens
+        mode, padded = dispatch_step(c, tokens, chunks, batch.prefill_context_tokens, batch.num_decodes, drafts)
+        weight_read_s, layout_s = self._weight_read_s(tokens), layout_sums(c, batch)
+        drafter = None if c.drafter is None else c.drafter.terms(batch)
+        args = (c, per_token_s, tokens, pairs, kv_tokens, weight_read_s, mode, padded, layout_s)
+        return breakdown(*args, draft_pairs=batch_draft_pairs(batch), drafter_terms=drafter)
 
     def cudagraph_modes(self, num_tokens: ArrayLike, uniform_decode: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """The CUDA-graph mode and padded tokens of steps (vectorized), as :meth:`batch_time_s`
@@ -672,7 +664,9 @@ class CalibratedCost:
         """
         return graph_modes(self._constants, num_tokens, uniform_decode)
 
-    def decode_run_time_s(self, *, num_decodes: int, decode_context_tokens: np.ndarray) -> np.ndarray:
+    def decode_run_time_s(
+        self, *, num_decodes: int, decode_context_tokens: np.ndarray, decode_draft_tokens: int = 0
+    ) -> np.ndarray:
         """Times of consecutive decode-only steps [s], equal to :meth:`batch_time_s` bit for bit.
 
         Parameters
@@ -681,15 +675,19 @@ class CalibratedCost:
             Decodes in every step of the run [count].
         decode_context_tokens : numpy.ndarray
             For each step, the sum of the decodes' contexts [tokens].
+        decode_draft_tokens : int
+            Drafts the decodes verify in every step [tokens] (speculative decoding); 0 by default.
         """
         decode_context = np.asarray(decode_context_tokens, dtype=float)
+        if decode_draft_tokens or self._constants.drafter is not None:  # step by step, over distinct contexts
+            return decode_run_by_step(self, num_decodes, decode_context, decode_draft_tokens)
         # The same operations as batch_time_s with no prefill chunk (its sums are 0.0).
         decodes = float(num_decodes)
-        tokens = decodes + 0.0
+        tokens = (decodes + 0.0) + 0.0
         pairs = 0.0 + (decode_context + decodes)
         kv_tokens = 0.0 + decode_context
         weight_read_s = self._weight_read_s(tokens)  # the same in every step of the run
-        mode, graph_tokens = dispatch_step(self._constants, tokens, (), ())  # the same in every step
+        mode, graph_tokens = dispatch_step(self._constants, tokens, (), (), num_decodes)  # the same in every step
         padded, launch_s = graph_args(self._constants, mode, graph_tokens)
         token_array, lc = np.full(decode_context.shape, tokens), self._constants.layout
         layout_s = None if lc is None else layout_step(lc, decodes, decode_context)

@@ -14,7 +14,7 @@ from budgetlab.errors import ConfigError, ParameterError
 from budgetlab.memory import activation_dtype_bytes, check_tp, kv_dtype_bytes, weight_bytes
 from budgetlab.specs import DTYPES, KV_CACHE_DTYPES, QUANTIZATIONS, HardwareSpec, ModelSpec
 
-__all__ = ["check_deployment", "check_fields", "check_graph_sizes"]
+__all__ = ["check_deployment", "check_fields", "check_graph_sizes", "check_speculation"]
 
 
 def check_fields(cost: Any) -> None:
@@ -43,7 +43,9 @@ def check_fields(cost: Any) -> None:
     for name in (*switches, "moe_block_padding", "expert_parallel"):
         flag(name, getattr(cost, name))
     check_expert_parallel(cost)
-    check_graph_sizes(cost.cudagraph_sizes, cost.cudagraph_full_sizes)
+    check_speculation(cost)
+    check_graph_sizes(cost.cudagraph_sizes, cost.cudagraph_full_sizes, cost.cudagraph_decode_query_len)
+    check_graph_sizes(cost.cudagraph_sizes, cost.cudagraph_draft_sizes, 1, name="cudagraph_draft_sizes")
     if cost.enforce_eager and cost.cudagraph_sizes:
         raise ParameterError(
             f"enforce_eager=True with cudagraph_sizes {cost.cudagraph_sizes!r}: an eager engine captures no "
@@ -92,8 +94,47 @@ def check_deployment(cost: Any) -> None:
     weight_bytes(cost.model, dtype=cost.dtype, quantization=cost.quantization)
 
 
-def check_graph_sizes(sizes: Any, full: Any) -> None:
-    """``sizes`` None or distinct ascending ints >= 1 [tokens]; ``full`` such ints among them.
+def check_speculation(cost: Any) -> None:
+    """``cudagraph_decode_query_len`` an int in [1, 65] and ``drafter`` a
+    :class:`~budgetlab.cost.speculative_terms.Drafter` of the cost's model (or None), of ``k =
+    q − 1`` drafts when the engine's graphs are recorded with ``q > 1``.
+
+    Raises
+    ------
+    ParameterError, ConfigError
+        A field of the wrong type or range; a drafter of another model or another ``k``.
+    """
+    from budgetlab.cost.speculative_terms import Drafter
+
+    q = int_at_least(
+        "cudagraph_decode_query_len",
+        cost.cudagraph_decode_query_len,
+        1,
+        what="an int >= 1 (1 + num_speculative_tokens; record an engine's with cost.for_engine(engine))",
+    )
+    if q > 65:
+        raise ParameterError(f"cudagraph_decode_query_len must be at most 65 (1 + 64 drafts), got {q}")
+    drafter = cost.drafter
+    if drafter is None:
+        return
+    if not isinstance(drafter, Drafter):
+        raise ParameterError(f"drafter must be a budgetlab.cost.speculative_terms.Drafter or None, got {drafter!r}")
+    if drafter.target != cost.model:
+        raise ConfigError(
+            f"the drafter describes a proposer for {drafter.target.slug!r} but the cost prices "
+            f"{cost.model.slug!r}; build it for the cost's engine with cost.for_engine(engine)"
+        )
+    if q > 1 and drafter.num_speculative_tokens != q - 1:
+        raise ConfigError(
+            f"the drafter proposes {drafter.num_speculative_tokens} tokens but the recorded uniform decode "
+            f"has {q} query tokens (1 + k); record the engine with cost.for_engine(engine)"
+        )
+
+
+def check_graph_sizes(sizes: Any, full: Any, q: int = 1, *, name: str = "cudagraph_full_sizes") -> None:
+    """``sizes`` None or distinct ascending ints >= 1 [tokens]; ``full`` (the FULL sizes of
+    decodes of ``q`` tokens a request) such ints: among ``sizes`` when ``q = 1``, multiples of
+    ``q`` no larger than the largest of ``sizes`` otherwise (:mod:`budgetlab.cudagraph`, D1).
 
     Raises
     ------
@@ -101,8 +142,8 @@ def check_graph_sizes(sizes: Any, full: Any) -> None:
         Otherwise (as :meth:`CalibratedCost.for_engine
         <budgetlab.cost.CalibratedCost.for_engine>` records them, they always pass).
     """
-    for name, value in (("cudagraph_sizes", sizes), ("cudagraph_full_sizes", full)):
-        if value is None and name == "cudagraph_sizes":
+    for name_, value in (("cudagraph_sizes", sizes), (name, full)):
+        if value is None and name_ == "cudagraph_sizes":
             continue
         if (
             not isinstance(value, tuple)
@@ -110,11 +151,16 @@ def check_graph_sizes(sizes: Any, full: Any) -> None:
             or list(value) != sorted(set(value))
         ):
             raise ParameterError(
-                f"{name} must be a tuple of distinct ascending ints >= 1 [tokens], got {value!r}; "
+                f"{name_} must be a tuple of distinct ascending ints >= 1 [tokens], got {value!r}; "
                 "record an engine's with cost.for_engine(engine)"
             )
-    if not set(full) <= set(sizes or ()):
+    if q == 1 and not set(full) <= set(sizes or ()):
         raise ParameterError(
-            f"cudagraph_full_sizes {full!r} must be among cudagraph_sizes {sizes!r} (a FULL graph "
+            f"{name} {full!r} must be among cudagraph_sizes {sizes!r} (a FULL graph "
             "is also captured as a piecewise one); record an engine's with cost.for_engine(engine)"
+        )
+    if q > 1 and full and (any(v % q for v in full) or not sizes or full[-1] > sizes[-1]):
+        raise ParameterError(
+            f"{name} {full!r} must be multiples of {q} (1 + num_speculative_tokens) no larger than the "
+            f"largest of cudagraph_sizes {sizes!r}; record an engine's with cost.for_engine(engine)"
         )

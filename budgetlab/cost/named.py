@@ -30,6 +30,7 @@ from typing import TypeAlias
 from budgetlab.cost.calibrated import CalibratedCost
 from budgetlab.cost.protocol import CostModel, hardware_of, model_of
 from budgetlab.cost.roofline import IdealCost
+from budgetlab.cost.speculative_terms import Drafter
 from budgetlab.errors import ParameterError
 from budgetlab.memory import activation_dtype_bytes, kv_dtype_bytes
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
@@ -51,7 +52,12 @@ _ANY_COST = "cost must be 'ideal', 'typical', a factory (hardware, model) -> cos
 
 
 def make_cost(
-    cost: CostSpec, hardware: HardwareSpec, model: ModelSpec, *, engine: EngineConfig | None = None
+    cost: CostSpec,
+    hardware: HardwareSpec,
+    model: ModelSpec,
+    *,
+    engine: EngineConfig | None = None,
+    draft_model: ModelSpec | str | None = None,
 ) -> CostModel:
     """The cost model a sweep point simulates with.
 
@@ -72,24 +78,33 @@ def make_cost(
         roofline on that deployment: efficiencies 1, no overheads, the all-reduce once
         ``tensor_parallel_size > 1``). Factories and instances are not changed: the
         simulator refuses one that describes another deployment. ``None``: the seeds'
-        deployment, as before.
+        deployment, as before. An engine that speculates (``num_speculative_tokens > 0``)
+        gives a name its proposer too, priced every step (the term ``drafter``,
+        :mod:`budgetlab.cost.speculative_terms`): ``"ideal"`` on the same roofline.
+    draft_model : ModelSpec, str or None
+        The draft model of an engine with ``speculative_method="draft_model"`` (a catalog slug
+        works); required there for a name, ignored otherwise.
 
     Raises
     ------
     ParameterError
         An unknown name, a factory that returns no cost model, or an instance built for other
         hardware or another model.
+    ConfigError
+        A name for a draft-model engine without ``draft_model``.
     """
     if engine is not None and not isinstance(engine, EngineConfig):
         raise ParameterError(f"engine must be an EngineConfig or None, got {type(engine).__name__}")
     if isinstance(cost, str):
         key = cost.strip().lower()
         if key == "ideal":
-            if engine is None or _is_seeds_deployment(model, engine):
+            if engine is None:
                 return IdealCost(hardware, model)
-            return CalibratedCost.ideal(hardware, model).for_engine(engine)
+            if _is_seeds_deployment(model, engine):
+                return IdealCost(hardware, model, drafter=Drafter.for_engine(engine, model, draft_model=draft_model))
+            return CalibratedCost.ideal(hardware, model).for_engine(engine, draft_model=draft_model)
         if key == "typical":
-            return CalibratedCost.typical(hardware, model, engine=engine)
+            return CalibratedCost.typical(hardware, model, engine=engine, draft_model=draft_model)
         raise _unknown_cost(cost)
     if not isinstance(cost, type) and isinstance(cost, CostModel):
         for name, own, wanted in (("hardware", hardware_of(cost), hardware), ("model", model_of(cost), model)):

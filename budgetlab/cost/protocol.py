@@ -18,6 +18,15 @@ The contract
     *Post:* a finite float > 0 [s], a pure function of ``batch`` (the same batch gives the same
     bits, every time, in every process).
 
+    Speculative decoding: ``batch.decode_draft_tokens`` counts the drafts the decodes verify
+    (``batch.num_tokens`` includes them). Every budgetlab model prices them
+    (:mod:`budgetlab.cost.step_terms`: the tokens through every linear layer and the LM head,
+    the term ``draft_attention``) and, built for a speculating engine, adds the proposer's own
+    passes (the term ``drafter``, :mod:`budgetlab.cost.speculative_terms`). With
+    ``decode_draft_tokens == 0`` every model gives the bits it gave before the field existed
+    (``tests/test_cost_speculative.py``). :class:`~budgetlab.cost.ConstantCost` prices steps,
+    not tokens, and ignores it.
+
 ``decode_run_time_s(*, num_decodes: int, decode_context_tokens: numpy.ndarray) -> numpy.ndarray``
     (required by :class:`CostModel`; :func:`budgetlab.simulate` falls back to ``batch_time_s``
     step by step, more slowly, when a model lacks it)
@@ -28,7 +37,9 @@ The contract
     *Post:* a float array of the same shape [s] whose element ``i`` equals
     ``batch_time_s(Batch(num_decodes=num_decodes, decode_context_tokens=int(c[i])))`` **to the
     last bit**, so the simulator can jump over such runs and still agree with its reference
-    mode exactly.
+    mode exactly. budgetlab's models also take ``decode_draft_tokens: int = 0`` (the drafts
+    every step of the run verifies; then ``Batch(..., decode_draft_tokens=d)``); a hand-written
+    model need not, so check the concrete type before passing it.
 
 ``step_time_s(num_tokens) -> float | numpy.ndarray``  (:class:`CostCurve`; optional)
     The time of a step that processes ``num_tokens`` tokens of one fresh prompt chunk [s],

@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from budgetlab._checks import MAX_TIME_S, finite_array, number_in
+from budgetlab.cost.speculative_terms import Drafter, DrafterCost, decode_run_by_step, drafter_cost
 from budgetlab.display import html_table, one_line
 from budgetlab.specs import Batch, HardwareSpec, ModelSpec
 from budgetlab.text import fmt_latency
@@ -58,6 +59,11 @@ class IdealCost:
         The GPU (peak dense BF16 FLOP/s and memory bandwidth are used).
     model : ModelSpec
         The model (``num_params`` and ``dtype_bytes`` are used).
+    drafter : Drafter or None
+        Speculative decoding's proposer, priced on the same roofline every step
+        (:mod:`budgetlab.cost.speculative_terms`; :func:`~budgetlab.cost.make_cost` sets it for a
+        speculating engine); None (default): none. A step's drafts
+        (``Batch.decode_draft_tokens``) are tokens like any other.
 
     Examples
     --------
@@ -66,16 +72,23 @@ class IdealCost:
 
     hardware: HardwareSpec
     model: ModelSpec
+    drafter: Drafter | None = None
     weight_read_s: float = field(init=False)
     per_token_s: float = field(init=False)
+    _drafter_cost: DrafterCost | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         from budgetlab.catalog import resolve_hardware, resolve_model  # the catalog reads files: only when asked
+        from budgetlab.cost.calibrated import CalibratedCost
 
         object.__setattr__(self, "hardware", resolve_hardware(self.hardware))  # a slug works too
         object.__setattr__(self, "model", resolve_model(self.model))
         object.__setattr__(self, "weight_read_s", self.model.weight_bytes / self.hardware.mem_bandwidth_bytes_per_s)
         object.__setattr__(self, "per_token_s", self.flops_per_token / self.hardware.dense_bf16_flops_per_s)
+        if self.drafter is not None:  # the same roofline: CalibratedCost.ideal's fields
+            object.__setattr__(
+                self, "_drafter_cost", drafter_cost(self.drafter, CalibratedCost.ideal(self.hardware, self.model))
+            )
 
     @property
     def flops_per_token(self) -> float:
@@ -87,7 +100,7 @@ class IdealCost:
             ("weight read", fmt_latency(self.weight_read_s)),
             ("per token", fmt_latency(self.per_token_s)),
             ("knee", f"{self.weight_read_s / self.per_token_s:,.0f} tokens"),
-        ]
+        ] + ([("drafter", self.drafter.describe())] if self.drafter is not None else [])
 
     def __repr__(self) -> str:
         return one_line("IdealCost", f"{self.hardware.slug}, {self.model.slug}", self._display_rows())
@@ -105,10 +118,13 @@ class IdealCost:
         """
         tokens = finite_array("num_tokens", num_tokens, what=_TOKENS, low=0.0, error=ValueError)
         time_s = np.where(tokens > 0, np.maximum(self.weight_read_s, tokens * self.per_token_s), 0.0)
+        if self._drafter_cost is not None:  # the proposer's passes over one fresh chunk
+            time_s = time_s + self._drafter_cost.curve_s(tokens, np.zeros_like(tokens))
         return float(time_s) if time_s.ndim == 0 else time_s
 
     def batch_time_s(self, batch: Batch) -> float:
-        """Time of a step of the given composition [s]: only its token count matters here.
+        """Time of a step of the given composition [s]: only its token count matters here (the
+        drafts a verification checks included), plus the proposer's passes with a ``drafter``.
 
         Plain float arithmetic, equal to the last bit to :meth:`step_time_s` (the simulator
         calls this once per step, where NumPy's per-call overhead would dominate).
@@ -118,12 +134,18 @@ class IdealCost:
             raise ValueError("num_tokens must be >= 0")
         if num_tokens == 0:
             return 0.0
-        return max(self.weight_read_s, num_tokens * self.per_token_s)
+        time_s = max(self.weight_read_s, num_tokens * self.per_token_s)
+        return time_s if self._drafter_cost is None else time_s + self._drafter_cost.time_s(batch)
 
-    def decode_run_time_s(self, *, num_decodes: int, decode_context_tokens: np.ndarray) -> np.ndarray:
-        """Times of consecutive decode-only steps [s]: all equal, context does not matter."""
-        step_s = self.batch_time_s(Batch(num_decodes=num_decodes))
-        return np.full(np.shape(decode_context_tokens), step_s)
+    def decode_run_time_s(
+        self, *, num_decodes: int, decode_context_tokens: np.ndarray, decode_draft_tokens: int = 0
+    ) -> np.ndarray:
+        """Times of consecutive decode-only steps [s] verifying ``decode_draft_tokens`` drafts each:
+        all equal without a ``drafter`` (context does not matter), step by step with one."""
+        if self._drafter_cost is None:
+            step_s = self.batch_time_s(Batch(num_decodes=num_decodes, decode_draft_tokens=decode_draft_tokens))
+            return np.full(np.shape(decode_context_tokens), step_s)
+        return decode_run_by_step(self, num_decodes, np.asarray(decode_context_tokens), decode_draft_tokens)
 
 
 @dataclass(frozen=True)
@@ -164,11 +186,13 @@ class ConstantCost:
         return float(time_s) if time_s.ndim == 0 else time_s
 
     def batch_time_s(self, batch: Batch) -> float:
-        """The constant step time [s]."""
+        """The constant step time [s], whatever the step holds (a verification's drafts included)."""
         return float(self.duration_s)
 
-    def decode_run_time_s(self, *, num_decodes: int, decode_context_tokens: np.ndarray) -> np.ndarray:
-        """The constant step time for every step of the run [s]."""
+    def decode_run_time_s(
+        self, *, num_decodes: int, decode_context_tokens: np.ndarray, decode_draft_tokens: int = 0
+    ) -> np.ndarray:
+        """The constant step time for every step of the run [s] (drafts or not: time counted in steps)."""
         return np.full(np.shape(decode_context_tokens), float(self.duration_s))
 
 

@@ -53,18 +53,34 @@ The breakdown
 :func:`breakdown` recomputes a step the way :func:`step_time_s` prices it and names each part
 (:data:`STEP_TERM_NAMES`): the overheads; the binding roof's parts at full value (weight and KV
 reads, and ``state_read``, when memory binds; linear math, ``graph_padding``,
-``moe_block_padding`` (:mod:`budgetlab.cost.moe_step`), attention math, ``mla_projection`` and
-``recurrent_math`` when compute binds; the layout terms are those of
+``moe_block_padding`` (:mod:`budgetlab.cost.moe_step`), attention math, ``draft_attention``,
+``mla_projection`` and ``recurrent_math`` when compute binds; the layout terms are those of
 :mod:`budgetlab.cost.attention_terms`, 0 for a model without a layout)
 and the other roof's parts at 0, since the roof hides them; ``knee_overlap_loss``; the
-all-reduce; and the launch term of the step's mode (``piecewise_launch`` for PIECEWISE,
-``eager_launch`` for a step without a graph). The terms add up to the step time to rounding. A
+all-reduce; the launch term of the step's mode (``piecewise_launch`` for PIECEWISE,
+``eager_launch`` for a step without a graph); and the proposer, ``drafter`` (speculative
+decoding, below). The terms add up to the step time to rounding. A
 new term (an expert read, an all-reduce regime) takes a name in :data:`STEP_TERM_NAMES` and is
 computed in both functions, in the same place of the formula.
 
 A FULL step's replay costs a few microseconds of host time, left to ``step_overhead_s``.
-Speculative decoding (``q > 1`` tokens per decode) is not modelled: the simulator's decodes
-schedule one token each, so with ``q > 1`` no step is a uniform decode and none runs FULL.
+
+Speculative decoding
+--------------------
+A decode that verifies ``d`` drafts runs ``q = 1 + d`` query tokens (``Batch.decode_draft_tokens``
+counts the drafts of all decodes). Every query token goes through the linear layers, the
+all-reduce and the LM head like any other token (it is in ``Batch.num_tokens``); the decode reads
+its context's KV once, as without drafts, while its queries attend to ``context + 1``, ...,
+``context + q`` keys. The pairs the drafts add over a plain decode are the term
+``draft_attention`` (:func:`~budgetlab.cost.attention_terms.draft_pairs`, on the compute roof).
+With an engine that speculates (:meth:`CalibratedCost.for_engine
+<budgetlab.cost.CalibratedCost.for_engine>` records ``q = 1 + k``) a step is a uniform decode when
+it holds no prefill chunk and every decode verifies ``k`` drafts (``decode_draft_tokens ==
+num_decodes × k``): it runs FULL on a FULL size, a multiple of ``q`` (:mod:`budgetlab.cudagraph`,
+D1-D2); any other step (a decode whose drafts the budget trimmed, a one-token prompt extension)
+runs PIECEWISE. The proposer's own passes are the term ``drafter``
+(:mod:`budgetlab.cost.speculative_terms`), added to the step when the cost prices an engine that
+speculates; :attr:`StepTerms.drafter_terms` names its parts.
 """
 
 from __future__ import annotations
@@ -72,17 +88,25 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
 from budgetlab._checks import finite_array
-from budgetlab.cost.attention_terms import LayoutCost, LayoutStep, attended_pairs, layout_step
-from budgetlab.cost.collective import all_reduce_s, fused_with_norm
-from budgetlab.cost.moe_step import MoeStepTable
-from budgetlab.cudagraph import cudagraph_capture_sizes, full_graph_sizes, uniform_decode_query_len
+from budgetlab.cost.attention_terms import LayoutStep, attended_pairs, draft_pairs, layout_step
+from budgetlab.cost.step_constants import FUSED_NORM_S as FUSED_NORM_S
+from budgetlab.cost.step_constants import AllReduceTable as AllReduceTable
+from budgetlab.cost.step_constants import _Constants, all_reduce_time_s
+from budgetlab.cost.step_constants import knee_loss as knee_loss
+from budgetlab.cudagraph import (
+    cudagraph_capture_sizes,
+    draft_decode_graph_sizes,
+    full_graph_sizes,
+    is_uniform_decode,
+    uniform_decode_query_len,
+)
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import ConfigError
 from budgetlab.specs import Batch
@@ -106,12 +130,14 @@ STEP_TERM_NAMES = (
     "graph_padding",
     "moe_block_padding",
     "attention_math",
+    "draft_attention",
     "mla_projection",
     "recurrent_math",
     "knee_overlap_loss",
     "all_reduce",
     "piecewise_launch",
     "eager_launch",
+    "drafter",
 )
 
 
@@ -163,146 +189,25 @@ class GraphDispatch:
         return modes, padded
 
 
-@dataclass(frozen=True, slots=True)
-class _Constants:
-    """Per-cost constants, computed once so a scalar step costs about a microsecond."""
-
-    overhead_s: float
-    step_overhead_s: float
-    layers_overhead_s: float
-    bandwidth: float
-    kv_reads: bool
-    kv_s_per_token: float
-    attention: bool
-    attention_s_per_pair: float
-    tile_tokens: int | None
-    knee_overlap_loss: float
-    all_reduce: bool
-    all_reduce_fixed_s: float
-    all_reduce_per_token_s: float
-    all_reduce_table: AllReduceTable | None  # None: the ring formula above
-    moe: bool
-    num_experts: float
-    miss_fraction: float
-    shared_bytes: float
-    expert_bytes: float
-    moe_padding: MoeStepTable | None  # the moe_block_padding term; None: off
-    expert_parallel: MoeStepTable | None  # the slowest GPU's expert reads; None: tensor-parallel experts
-    graph: GraphDispatch | None
-    graph_padding: bool
-    launch_s: tuple[float, float, float] | None  # host time per step by mode code; None: no term
-    layout: LayoutCost | None = None  # layers other than full attention; None: none
-
-
-FUSED_NORM_S = 4e-6
-"""Time of the ``fused_add_rms_norm`` kernel an all-reduce absorbs when vLLM fuses the two [s]:
-Vidur's H100 operator profile times each RMSNorm of a layer at 4 µs (medians at 1 token,
-Llama 2 7B, ``data/measured/README.md``)."""
-
-
-class AllReduceTable:
-    """A step's two all-reduces per layer as :func:`budgetlab.cost.collective.all_reduce_s`
-    prices them (the kernel vLLM 0.33 picks for the message), memoized per token count.
-
-    The message is the step's tokens (padded to the CUDA graph's size when the step runs in
-    one) × ``hidden_size`` × the activation bytes; a step without a graph pays each call's
-    launch (``cuda_graph=False``). Where vLLM fuses the all-reduce with the residual add and
-    RMSNorm after it (:func:`~budgetlab.cost.collective.fused_with_norm`: TP > 1 on Hopper and
-    Blackwell, small messages, a compiled engine: not under ``enforce_eager``), the norm kernel
-    no longer runs on its own: each such call counts :data:`FUSED_NORM_S` less (never below 0),
-    taken from the norm time ``layer_overhead_s`` includes.
-    """
-
-    __slots__ = ("_bytes_per_token", "_cache", "_calls", "_fuse", "_hardware", "_tp")
-
-    def __init__(self, hardware: Any, tp: int, bytes_per_token: float, num_layers: int, *, fuse: bool = True) -> None:
-        self._hardware, self._tp, self._bytes_per_token = hardware, tp, bytes_per_token
-        self._calls = 2.0 * num_layers
-        self._fuse = fuse  # False under enforce_eager: no torch.compile, so no fusion pass
-        self._cache: dict[tuple[float, bool], float] = {}
-
-    def _net_s(self, nbytes: Any, eager: bool) -> Any:
-        """One call's time less the norm it absorbs [s] (same operations for floats and arrays)."""
-        one = np.asarray(all_reduce_s(self._hardware, tp=self._tp, message_bytes=nbytes, cuda_graph=not eager))
-        if not self._fuse:
-            return self._calls * one
-        fused = np.asarray(fused_with_norm(self._hardware, tp=self._tp, message_bytes=nbytes), dtype=float)
-        return self._calls * (one - np.minimum(FUSED_NORM_S, one) * fused)
-
-    def time_s(self, tokens: Any, eager: Any) -> Any:
-        """Seconds of a step's all-reduces: a float for a float ``tokens``, else an array."""
-        if isinstance(tokens, float):
-            key = (tokens, bool(eager))
-            hit = self._cache.get(key)
-            if hit is None:
-                hit = self._cache[key] = float(self._net_s(tokens * self._bytes_per_token, key[1]))
-            return hit
-        counts = np.asarray(tokens, dtype=float)
-        flags = np.broadcast_to(np.asarray(eager, dtype=bool), counts.shape)
-        out = np.zeros(counts.shape)
-        for flag in (False, True):
-            where = flags == flag
-            if where.any():
-                out[where] = self._net_s(counts[where] * self._bytes_per_token, flag)
-        return out
-
-
-KNEE_REFERENCE_LAYER_BYTES = 6.74e9 * 2 / 32
-"""Weight bytes per layer on one GPU of the GPU profile's calibration step (Llama 2 7B, bf16,
-TP1: 421 MB) [B]: there the knee loss is the cost's ``knee_overlap_loss`` exactly."""
-
-KNEE_REFERENCE_HIDDEN = 4096
-"""Hidden size of that step (Llama 2 7B) [count]."""
-
-
-def knee_loss(cost: Any, replica_bytes: float) -> float:
-    """The knee overlap loss of a deployment [-]: ``min(1, knee_overlap_loss × (W₀ / W)^a ×
-    (H₀ / H)^b)``.
-
-    ``W`` is the 16-bit weight bytes of one layer on one GPU (``replica_bytes / num_layers``,
-    unquantized: a quantized model keeps its GEMM shapes, and the fit saw 16-bit profiles only;
-    for a mixture of experts with ``moe`` on, the active share: the GEMMs a token runs), ``H`` the
-    hidden size (the GEMMs' reduction width), ``W₀`` and ``H₀`` the calibration step's
-    (:data:`KNEE_REFERENCE_LAYER_BYTES`, :data:`KNEE_REFERENCE_HIDDEN`), ``a`` and ``b`` the
-    cost's ``knee_weight_exponent`` and ``knee_hidden_exponent``. A layer with more weights
-    per GPU, and wider GEMMs, hides its math behind its weight stream better: Vidur's operator
-    profiles at TP 1/2/4/8 (``data/measured/vidur-*-tp.csv``: Llama 2 7B/70B, CodeLlama 34B on
-    H100 and A100, Llama 3 8B/70B on A100) are each best fitted by a loss from 0.10 (Llama 2 70B
-    at TP1 on H100, 1.7 GB per layer) to 1.0 (Llama 2 7B at TP4-8, 53-105 MB), and ``a = 0.7``,
-    ``b = 0.6`` fit all 32 together (median error 6.7 % → 5.8 %, P90 20.6 % → 16.1 %,
-    ``tests/test_cost_tp_profiles.py``). With both exponents 0 the loss is the field itself.
-    """
-    loss = float(cost.knee_overlap_loss)
-    a, b = float(cost.knee_weight_exponent), float(cost.knee_hidden_exponent)
-    if loss == 0.0 or (a == 0.0 and b == 0.0):
-        return loss
-    layer_bytes = replica_bytes / cost.model.num_layers
-    if cost._moe_active:  # a token's GEMMs are its experts': the active share
-        layer_bytes = layer_bytes * (cost.model.num_active_params / cost.model.num_params)
-    scale = (KNEE_REFERENCE_LAYER_BYTES / layer_bytes) ** a * (KNEE_REFERENCE_HIDDEN / cost.model.hidden_size) ** b
-    return min(1.0, loss * scale)
-
-
-def all_reduce_time_s(c: _Constants, tokens: Any, padded: Any, eager: Any) -> Any:
-    """The all-reduce term of :func:`step_time_s`: the kernel table when the cost has one, else
-    the ring formula ``fixed + tokens × per_token`` on the real tokens."""
-    if c.all_reduce_table is None:
-        return c.all_reduce_fixed_s + tokens * c.all_reduce_per_token_s
-    return c.all_reduce_table.time_s(tokens if padded is None else padded, eager)
-
-
 def _tiles(tokens: float, tile_tokens: int | None) -> float:
     if tile_tokens is None:
         return tokens
     return float(math.ceil(tokens / tile_tokens)) * tile_tokens
 
 
-def engine_graphs(engine: Any, hardware: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """An engine's capture sizes and FULL (uniform decode) sizes on ``hardware`` [tokens], as
-    :meth:`CalibratedCost.for_engine <budgetlab.cost.CalibratedCost.for_engine>` records them."""
-    sizes = tuple(cudagraph_capture_sizes(engine, hardware))
-    full = tuple(full_graph_sizes(engine, hardware)) if uniform_decode_query_len(engine) == 1 else ()
-    return sizes, full
+def engine_graphs(engine: Any, hardware: Any) -> dict[str, Any]:
+    """An engine's CUDA graphs on ``hardware`` as :meth:`CalibratedCost.for_engine
+    <budgetlab.cost.CalibratedCost.for_engine>` records them, by field name: its capture sizes
+    and FULL (uniform decode) sizes [tokens], the query tokens of its uniform decode ``q = 1 +
+    num_speculative_tokens``, its drafter's single-token FULL sizes and ``enforce_eager``."""
+    q = uniform_decode_query_len(engine)
+    return {
+        "cudagraph_sizes": tuple(cudagraph_capture_sizes(engine, hardware)),
+        "cudagraph_full_sizes": tuple(full_graph_sizes(engine, hardware)),
+        "cudagraph_decode_query_len": q,
+        "cudagraph_draft_sizes": tuple(draft_decode_graph_sizes(engine, hardware)) if q > 1 else (),
+        "enforce_eager": bool(engine.enforce_eager),
+    }
 
 
 def graph_constants(cost: Any) -> tuple[GraphDispatch | None, tuple[float, float, float] | None]:
@@ -393,10 +298,19 @@ def batch_sums(batch: Batch) -> tuple[float, float, float]:
         prefill_context = prefill_context + c
     decodes = float(batch.num_decodes)
     decode_context = float(batch.decode_context_tokens)
-    tokens = decodes + prefill_tokens
+    tokens = (decodes + float(batch.decode_draft_tokens)) + prefill_tokens  # + 0.0 is exact: no drafts, no change
     pairs = prefill_pairs + (decode_context + decodes)
     kv_tokens = prefill_context + decode_context
     return tokens, pairs, kv_tokens
+
+
+def batch_draft_pairs(batch: Batch) -> float:
+    """The attention pairs the step's drafts add to its decodes' [count]: ``draft_attention``
+    (:func:`~budgetlab.cost.attention_terms.draft_pairs`); 0.0 without drafts."""
+    drafts = batch.decode_draft_tokens
+    if not drafts:
+        return 0.0
+    return float(draft_pairs(float(batch.num_decodes), float(batch.decode_context_tokens), float(drafts)))
 
 
 def layout_sums(c: _Constants, batch: Batch) -> LayoutStep | None:
@@ -405,19 +319,29 @@ def layout_sums(c: _Constants, batch: Batch) -> LayoutStep | None:
         return None
     decodes = float(batch.num_decodes)
     return layout_step(
-        c.layout, decodes, float(batch.decode_context_tokens), batch.prefill_tokens, batch.prefill_context_tokens
+        c.layout,
+        decodes,
+        float(batch.decode_context_tokens),
+        batch.prefill_tokens,
+        batch.prefill_context_tokens,
+        drafts=float(batch.decode_draft_tokens),
     )
 
 
 def dispatch_step(
-    c: _Constants, tokens: float, chunks: tuple[int, ...], contexts: tuple[int, ...]
+    c: _Constants,
+    tokens: float,
+    chunks: tuple[int, ...],
+    contexts: tuple[int, ...],
+    num_decodes: int = 0,
+    drafts: int = 0,
 ) -> tuple[int | None, float]:
-    """``(mode code, padded tokens)`` of a step of ``tokens`` tokens whose prefill chunks are
-    ``chunks`` after ``contexts`` cached tokens; ``(None, tokens)`` without graph information."""
+    """``(mode code, padded tokens)`` of a step of ``tokens`` tokens: ``num_decodes`` decodes
+    verifying ``drafts`` drafts and prefill ``chunks`` after ``contexts`` cached tokens;
+    ``(None, tokens)`` without graph information."""
     if c.graph is None or tokens <= 0:
         return None, tokens
-    # one token over a cached context runs as a decode: then the step is a uniform decode
-    return c.graph.scalar(tokens, all(n == 1 and x > 0 for n, x in zip(chunks, contexts)))
+    return c.graph.scalar(tokens, is_uniform_decode(c.decode_query_len, num_decodes, drafts, chunks, contexts))
 
 
 def graph_args(c: _Constants, mode: int | None, padded: float) -> tuple[float | None, float | None]:
@@ -444,7 +368,8 @@ def graph_arrays(c: _Constants, tokens: np.ndarray, context: np.ndarray) -> tupl
     """``(padded, launch_s, eager)`` for :func:`step_time_s` of single-chunk steps (vectorized)."""
     if c.graph is None:
         return None, None, False
-    modes, padded = c.graph.arrays(tokens, (tokens == 1.0) & (context > 0.0))
+    # one chunk of one token over a cache runs as a decode of 1 token: uniform only when q = 1
+    modes, padded = c.graph.arrays(tokens, (tokens == 1.0) & (context > 0.0) & (c.decode_query_len == 1))
     launch_s = None if c.launch_s is None else np.asarray(c.launch_s)[modes]
     return (padded if c.graph_padding else None), launch_s, modes == NONE
 
@@ -459,11 +384,15 @@ def breakdown(
     mode: int | None,
     padded: float,
     layout_s: LayoutStep | None = None,
+    draft_pairs: float = 0.0,
+    drafter_terms: Mapping[str, float] | None = None,
 ) -> StepTerms:
     """The named terms of one step, computed as :func:`step_time_s` computes the step.
 
     The binding roof's terms count in full and the other roof's terms are 0 (hidden under it);
-    ``knee_overlap_loss`` is what the imperfect overlap adds back.
+    ``knee_overlap_loss`` is what the imperfect overlap adds back. ``pairs`` are the step's
+    attention pairs without its drafts', ``draft_pairs`` the drafts' (``draft_attention``);
+    ``drafter_terms`` the proposer's named parts, summed into ``drafter``.
     """
     terms = dict.fromkeys(STEP_TERM_NAMES, 0.0)
     linear_padded, launch_s = graph_args(c, mode, padded)
@@ -477,12 +406,13 @@ def breakdown(
     graph_tokens = tokens if linear_padded is None else linear_padded
     linear_s = _tiles(graph_tokens, c.tile_tokens) * per_token_s
     moe_s = c.moe_padding.padding_s(graph_tokens) if c.moe_padding is not None and tokens > 0 else 0.0
+    all_pairs_s = (pairs + draft_pairs) * c.attention_s_per_pair if c.attention else 0.0  # step_time_s's product
     attention_s = pairs * c.attention_s_per_pair if c.attention else 0.0
     compute_s = linear_s + moe_s if c.moe_padding is not None else linear_s
-    compute_s = compute_s + attention_s if c.attention else compute_s
-    layout_compute = (0.0, 0.0, 0.0)
+    compute_s = compute_s + all_pairs_s if c.attention else compute_s
+    layout_compute = (0.0, 0.0, 0.0, 0.0)
     if c.attention and layout_s is not None:
-        layout_compute = (layout_s.attention_s, layout_s.projection_s, layout_s.recurrent_s)
+        layout_compute = (layout_s.attention_s, layout_s.projection_s, layout_s.recurrent_s, layout_s.draft_attention_s)
         compute_s = compute_s + layout_s.compute_s
     high, low = max(memory_s, compute_s), min(memory_s, compute_s)
     knee_s = c.knee_overlap_loss * low * (low / high) if c.knee_overlap_loss > 0 and high > 0 else 0.0
@@ -494,7 +424,8 @@ def breakdown(
         else:
             terms["linear_math"], terms["graph_padding"] = real_linear_s, linear_s - real_linear_s
             terms["moe_block_padding"], terms["attention_math"] = moe_s, attention_s + layout_compute[0]
-            terms["mla_projection"], terms["recurrent_math"] = layout_compute[1:]
+            terms["mla_projection"], terms["recurrent_math"] = layout_compute[1:3]
+            terms["draft_attention"] = (all_pairs_s - attention_s) + layout_compute[3]
         terms["knee_overlap_loss"] = knee_s
         terms["step_overhead"], terms["layer_overhead"] = c.step_overhead_s, c.layers_overhead_s
         eager = mode == NONE
@@ -503,12 +434,15 @@ def breakdown(
         if launch_s is not None:
             excess_s = max(0.0, launch_s - (c.layers_overhead_s + (high + knee_s) + all_reduce_s))
             terms["eager_launch" if mode == NONE else "piecewise_launch"] = excess_s
+        if drafter_terms:
+            terms["drafter"] = sum(drafter_terms.values())
     return StepTerms(
         terms=MappingProxyType(terms),
         mode=None if mode is None else GRAPH_MODES[mode],
         num_tokens=int(tokens),
         padded_tokens=int(padded),
         bound=bound,
+        drafter_terms=MappingProxyType(dict(drafter_terms or {})),
     )
 
 
@@ -531,6 +465,10 @@ class StepTerms:
         ``num_tokens``.
     bound : str
         ``"memory"`` or ``"compute"``: the roof whose terms count in full.
+    drafter_terms : Mapping of str to float
+        The proposer's parts [s] that add up to the term ``drafter``, by the names of
+        :data:`~budgetlab.cost.speculative_terms.DRAFTER_TERM_NAMES`; empty when the cost prices no
+        proposer (an engine without speculative decoding).
     """
 
     terms: Mapping[str, float]
@@ -538,6 +476,7 @@ class StepTerms:
     num_tokens: int
     padded_tokens: int
     bound: str
+    drafter_terms: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def total_s(self) -> float:
@@ -562,7 +501,8 @@ class StepTerms:
             ("mode", f"{self.mode or 'not modelled'}, {self.num_tokens} tokens padded to {self.padded_tokens}"),
             ("bound", self.bound),
         ]
-        return head + [(name, fmt_latency(value)) for name, value in self.terms.items() if value != 0.0]
+        parts = [(f"drafter: {name}", fmt_latency(value)) for name, value in self.drafter_terms.items() if value != 0.0]
+        return head + [(name, fmt_latency(value)) for name, value in self.terms.items() if value != 0.0] + parts
 
     def __repr__(self) -> str:
         return one_line("StepTerms", fmt_latency(self.total_s), self._display_rows()[1:6])
@@ -580,6 +520,8 @@ def graph_display(cost: Any) -> str:
         "enforce_eager: none captured" if cost.enforce_eager else f"{len(sizes)} sizes up to {max(sizes, default=0)}"
     )
     full = f", FULL up to {max(cost.cudagraph_full_sizes)}" if cost.cudagraph_full_sizes else ""
+    q = cost.cudagraph_decode_query_len
+    full += f" ({q} tokens a decode)" if q > 1 and full else ""
     terms = [name for name in ("graph_padding",) if cost.graph_padding] + [
         f"{label} {fmt_latency(value)}/layer"
         for label, value in (("piecewise", cost.piecewise_layer_launch_s), ("eager", cost.eager_layer_launch_s))
@@ -611,4 +553,4 @@ def cost_display_rows(cost: Any) -> list[tuple[str, str]]:
             (", ".join(terms) or "none") + ("" if cost.tile_tokens is None else f"; {cost.tile_tokens}-token tiles"),
         ),
         ("CUDA graphs", graph_display(cost)),
-    ]
+    ] + ([("drafter", cost.drafter.describe())] if cost.drafter is not None else [])
