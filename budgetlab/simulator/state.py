@@ -50,6 +50,7 @@ from budgetlab.memory import ceil_blocks
 from budgetlab.simulator.blocks import PrefixBlockPool
 from budgetlab.simulator.drafts import Drafts, new_drafts
 from budgetlab.simulator.kv_groups import KVGroups, block_tables
+from budgetlab.simulator.plan import DECODE, PREFILL, RECOMPUTE, STEP_KINDS, StepPlan
 from budgetlab.simulator.queues import PriorityWaitingQueue
 from budgetlab.specs import Batch, EngineConfig
 from budgetlab.workload.acceptance import AcceptanceModel
@@ -87,10 +88,6 @@ __all__ = [
     "record_events",
     "record_common_gaps",
 ]
-
-#: Chunk kinds in the step log, indexed by the codes below.
-STEP_KINDS = ("decode", "prefill", "recompute")
-DECODE, PREFILL, RECOMPUTE = 0, 1, 2
 
 
 # --------------------------------------------------------------------------------------------
@@ -322,60 +319,6 @@ class GapRecord:
     single: array = field(default_factory=lambda: array("d"))
     common_values: array = field(default_factory=lambda: array("d"))
     common_counts: array = field(default_factory=lambda: array("q"))
-
-
-class StepPlan:
-    """The chunks one step schedules, in scheduling order, and the requests it preempted.
-
-    ``requests`` (arrival-order indices), ``num_tokens``, ``kinds`` (:data:`DECODE`, ...) and
-    ``computed_before`` (the request's computed tokens before the chunk) are aligned lists;
-    ``num_cached_tokens`` sums the prefix-cache hits of the requests it admits [tokens].
-    (A plain class with slots: one is made per step, and this is the cheapest to make.)
-    """
-
-    __slots__ = (
-        "computed_before",
-        "drafts",
-        "input_left",
-        "kinds",
-        "num_cached_tokens",
-        "num_tokens",
-        "padded",
-        "preempted",
-        "requests",
-    )
-
-    def __init__(self) -> None:
-        self.num_cached_tokens = 0
-        #: speculative decoding only: drafts scheduled per request (padding included), the
-        #: requests whose drafts are padding, and the input budget left (drafts.py, S2, S5, S6)
-        self.drafts: dict[int, int] = {}
-        self.padded: set[int] = set()
-        self.input_left = 0
-        self.requests: list[int] = []
-        self.num_tokens: list[int] = []
-        self.kinds: list[int] = []
-        self.computed_before: list[int] = []
-        self.preempted: list[int] = []
-
-    def batch(self) -> Batch:
-        """The step's composition for the cost model."""
-        num_decodes = 0
-        decode_tokens = 0
-        decode_context = 0
-        prefill_tokens: list[int] = []
-        prefill_context: list[int] = []
-        for n, kind, before in zip(self.num_tokens, self.kinds, self.computed_before):
-            if kind == DECODE:
-                num_decodes += 1
-                decode_tokens += n  # 1, or 1 + the drafts it verifies
-                decode_context += before
-            else:
-                prefill_tokens.append(n)
-                prefill_context.append(before)
-        return Batch(
-            num_decodes, decode_context, tuple(prefill_tokens), tuple(prefill_context), decode_tokens - num_decodes
-        )
 
 
 @dataclass(eq=False, slots=True)
