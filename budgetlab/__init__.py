@@ -58,6 +58,7 @@ from budgetlab.cost import (
     CalibrationResult,
     ConstantCost,
     CostModel,
+    Drafter,
     IdealCost,
     budget_for_step_time,
     calibrate,
@@ -92,6 +93,12 @@ from budgetlab.experiments.capacity import (
 )
 from budgetlab.experiments.executors import SerialExecutor
 from budgetlab.experiments.slo import SLO
+from budgetlab.experiments.speculation import (
+    SpeculationResult,
+    speculation_by_load,
+    stops_paying_per_s,
+    tune_speculation,
+)
 from budgetlab.experiments.sweep import load_grid, percentiles_by_budget, service_rate_per_s, sweep
 from budgetlab.experiments.tune import FirstGuess, TuneResult, budget_frontier, first_guess, tile_budget, tune
 from budgetlab.hf_config import model_from_hf_config
@@ -122,10 +129,12 @@ from budgetlab.simulator import SimResult, simulate
 from budgetlab.specs import Batch, EngineConfig, HardwareSpec, ModelSpec, Request
 from budgetlab.tradeoffs import BudgetPayoff, budget_payoff, budget_sweep, budget_tradeoff, flattening_budget
 from budgetlab.workload import (
+    AcceptanceRates,
     Empirical,
     Fixed,
     LengthDistribution,
     LogNormal,
+    MeanAcceptanceLength,
     MultiTurnWorkload,
     SweepWorkload,
     SyntheticWorkload,
@@ -134,6 +143,7 @@ from budgetlab.workload import (
     Uniform,
     code_like,
     conversation_like,
+    default_acceptance,
     gamma_arrivals,
     load_trace,
     mean_sequence_tokens,
@@ -144,6 +154,7 @@ from budgetlab.workload import (
     synthetic_workload,
     system_prompt_workload,
     trace_stats,
+    with_accepted_drafts,
 )
 from budgetlab.workload.frames import workload_stats
 
@@ -283,4 +294,13 @@ __all__ = [
     # CUDA graphs as vLLM 0.33 captures and dispatches them (issue 22)
     "cudagraph_capture_sizes",
     "cudagraph_dispatch",
+    "SpeculationResult",
+    "speculation_by_load",
+    "stops_paying_per_s",
+    "tune_speculation",
+    "AcceptanceRates",
+    "MeanAcceptanceLength",
+    "with_accepted_drafts",
+    "default_acceptance",
+    "Drafter",
 ]

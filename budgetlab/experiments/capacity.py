@@ -16,7 +16,9 @@ searches found none.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import pandas as pd
 
@@ -43,7 +45,7 @@ from budgetlab.experiments.sweep import SweepPoint, SweepValue, max_service_rate
 from budgetlab.memory import num_kv_blocks
 from budgetlab.simulator import SimMode
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
-from budgetlab.workload import SweepWorkload, check_workload, mean_sequence_tokens
+from budgetlab.workload import AcceptanceModel, SweepWorkload, check_workload, mean_sequence_tokens
 
 __all__ = [
     "capacity",
@@ -185,6 +187,7 @@ def capacity(
     rate_bounds_per_s: tuple[float, float] | None = None,
     mode: SimMode = "fast",
     progress: ProgressSpec = None,
+    acceptance: AcceptanceModel | None = None,
 ) -> CapacityResult:
     """The highest offered load at which ``slo`` holds: capacity per replica, by bisection.
 
@@ -221,6 +224,8 @@ def capacity(
         A line counting the simulations run against an estimate of those left (the bracket,
         then the bisection steps); see :mod:`budgetlab.experiments.progress`. ``None``: in
         Jupyter or on a terminal; a callable gets ``(done, total, label)``.
+    acceptance : AcceptanceModel or None
+        A speculating ``engine``'s acceptance (:func:`budgetlab.simulate`'s ``acceptance``).
 
     Returns
     -------
@@ -247,7 +252,10 @@ def capacity(
 
     cost_model = make_cost(cost, hw, mdl, engine=engine)
     with progress_reporter(progress, f"budgetlab capacity ({cost_label(cost)} cost): simulations") as reporter:
-        return _search_capacity(workload, slo, engine, hw, mdl, cost, cost_model, seed, tol, bounds, mode, reporter)
+        point = partial(
+            SweepPoint, workload, seed=seed, hardware=hw, model=mdl, cost=cost, mode=mode, acceptance=acceptance
+        )
+        return _search_capacity(point, workload, slo, engine, hw, mdl, cost, cost_model, seed, tol, bounds, reporter)
 
 
 def _bisection_steps(lo: float, hi: float, tol: float) -> int:
@@ -256,6 +264,7 @@ def _bisection_steps(lo: float, hi: float, tol: float) -> int:
 
 
 def _search_capacity(
+    point: Callable[..., SweepPoint],
     workload: SweepWorkload,
     slo: SLO,
     engine: EngineConfig,
@@ -266,14 +275,14 @@ def _search_capacity(
     seed: int,
     tol: float,
     bounds: tuple[float, float] | None,
-    mode: SimMode,
     reporter: ProgressReporter,
 ) -> CapacityResult:
-    """:func:`capacity` once its arguments are checked, reporting each simulation."""
+    """:func:`capacity` once its arguments are checked, reporting each simulation (``point(rate_per_s=,
+    engine=)`` is the sweep point of one load)."""
     expected = 2 + _bisection_steps(1.0, AUTO_RANGE, tol)  # a bracket, then the bisection
 
     def simulate_at(rate: float) -> dict[str, SweepValue]:
-        row = run_point(SweepPoint(workload, rate, seed, engine, hw, mdl, cost, mode))
+        row = run_point(point(rate_per_s=rate, engine=engine))
         reporter.advance(total=max(expected, reporter.done + 1))
         return row
 
@@ -377,6 +386,7 @@ class CapacityTask:
     tolerance_fraction: float = 0.02
     rate_bounds_per_s: tuple[float, float] | None = None
     mode: SimMode = "fast"
+    acceptance: AcceptanceModel | None = None
 
 
 @dataclass(frozen=True)
@@ -456,6 +466,7 @@ def run_capacity_task(task: CapacityTask) -> CapacityOutcome:
             rate_bounds_per_s=task.rate_bounds_per_s,
             mode=task.mode,
             progress=False,  # the caller counts whole searches (a worker draws nothing)
+            acceptance=task.acceptance,
         )
     except SLOUnattainableError as exc:
         return CapacityOutcome(

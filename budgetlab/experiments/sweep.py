@@ -55,7 +55,7 @@ from budgetlab.memory import num_kv_blocks
 from budgetlab.metrics import SUMMARY_QUANTILES, gate_stats
 from budgetlab.simulator import SimMode, simulate
 from budgetlab.specs import Batch, EngineConfig, HardwareSpec, ModelSpec
-from budgetlab.workload import SweepWorkload, TraceWorkload, check_workload, mean_sequence_tokens
+from budgetlab.workload import AcceptanceModel, SweepWorkload, TraceWorkload, check_workload, mean_sequence_tokens
 
 __all__ = [
     "sweep",
@@ -212,6 +212,8 @@ class SweepPoint:
         See :func:`make_cost`.
     mode : str
         The simulator's mode (``"fast"`` or its reference stepping mode).
+    acceptance : AcceptanceModel or None
+        Speculative decoding's acceptance (:func:`budgetlab.simulate`'s ``acceptance``).
     """
 
     workload: SweepWorkload
@@ -222,6 +224,7 @@ class SweepPoint:
     model: ModelSpec
     cost: CostSpec = "typical"
     mode: SimMode = "fast"
+    acceptance: AcceptanceModel | None = None
 
 
 def run_point(point: SweepPoint) -> dict[str, SweepValue]:
@@ -232,7 +235,13 @@ def run_point(point: SweepPoint) -> dict[str, SweepValue]:
     requests = point.workload.requests(rate_per_s=point.rate_per_s, seed=point.seed)
     cost = make_cost(point.cost, point.hardware, point.model, engine=point.engine)
     result = simulate(
-        requests, engine=point.engine, cost=cost, hardware=point.hardware, model=point.model, mode=point.mode
+        requests,
+        engine=point.engine,
+        cost=cost,
+        hardware=point.hardware,
+        model=point.model,
+        mode=point.mode,
+        acceptance=point.acceptance,
     )
     row = {key: _plain(value) for key, value in result.summary().items()}
     row.update(gate_stats(result, engine=point.engine))
@@ -269,12 +278,15 @@ def sweep(
     executor: cf.Executor | None = None,
     progress: ProgressSpec = None,
     mode: SimMode = "fast",
+    num_speculative_tokens: int | Sequence[int] | None = None,
+    acceptance: AcceptanceModel | None = None,
 ) -> pd.DataFrame:
     """Simulate every point of a grid of knobs and loads; one tidy row per point.
 
-    The grid is the product of ``hardware × model × cost × budgets × max_num_seqs × seed ×
-    loads``, in the order given, the last varying fastest; rows come back in exactly that
-    order whichever executor ran them and in whatever order they finished.
+    The grid is the product of ``hardware × model × cost × budgets × max_num_seqs ×
+    num_speculative_tokens × seed × loads``, in the order given, the last varying fastest; rows
+    come back in exactly that order whichever executor ran them and in whatever order they
+    finished.
 
     Parameters
     ----------
@@ -327,13 +339,19 @@ def sweep(
         always; ``False``: never; a callable gets ``(done, total, label)`` after every point.
     mode : str
         Simulator mode (``"fast"``).
+    num_speculative_tokens : int, sequence of int, or None
+        Speculative decoding's ``k`` values [tokens], 0 for none; each point's engine drafts with
+        the template's ``speculative_method``. ``None``: the template's own ``k``.
+    acceptance : AcceptanceModel or None
+        How many drafts a verification accepts (:func:`budgetlab.simulate`'s ``acceptance``).
 
     Returns
     -------
     pandas.DataFrame
         One row per point: ``hardware``, ``model`` (slugs), ``cost`` (its name),
         ``max_num_batched_tokens``, ``max_num_seqs``, ``seed``, ``rate_per_s`` (offered load
-        [1/s]; with a trace also ``time_scale``), every summary key (``ttft_p90_s``,
+        [1/s]; with a trace also ``time_scale``; when the grid speculates also
+        ``num_speculative_tokens`` and ``speculative_method``), every summary key (``ttft_p90_s``,
         ``itl_p99_s``, ``requests_per_s`` achieved, ``kv_peak_fraction``, ``num_kv_blocks``,
         ``num_requests``, …), the gate diagnostics of :func:`gate_stats`, then
         ``block_size``, ``policy``, ``scheduling_policy``, ``enable_prefix_caching``,
@@ -364,6 +382,7 @@ def sweep(
     model_axis = grid_axis("model", model, lambda name, v: resolve_model(v, name=name))  # type: ignore[arg-type]
     cost_axis = _cost_axis(cost)
     seed_axis = grid_axis("seed", seed, random_seed)
+    spec_axis, speculates = _speculation_axis(template, num_speculative_tokens)
 
     invalid = [(b, c) for b in budget_axis for c in cap_axis if b < c]
     if invalid and not skip_invalid:
@@ -377,27 +396,35 @@ def sweep(
     points: list[SweepPoint] = []
     knobs: list[dict[str, SweepValue]] = []
     sized: set[tuple[str, str, int, int]] = set()  # KV pools checked to fit
-    for hw, mdl, cst, budget, cap, point_seed in itertools.product(
-        hw_axis, model_axis, cost_axis, budget_axis, cap_axis, seed_axis
+    for hw, mdl, cst, budget, cap, k, point_seed in itertools.product(
+        hw_axis, model_axis, cost_axis, budget_axis, cap_axis, spec_axis, seed_axis
     ):
         if budget < cap:
             continue
-        eng = replace(template, max_num_batched_tokens=budget, max_num_seqs=cap)
+        method = template.speculative_method if k else None
+        eng = replace(
+            template,
+            max_num_batched_tokens=budget,
+            max_num_seqs=cap,
+            num_speculative_tokens=k,
+            speculative_method=method,
+        )
         key = (hw.slug, mdl.slug, budget, cap)
         if key not in sized:
             num_kv_blocks(eng, hw, mdl)  # DoesNotFitError before anything runs
             sized.add(key)
         for rate, scale in zip(rate_axis, scale_axis):
-            points.append(SweepPoint(workload, rate, point_seed, eng, hw, mdl, cst, mode))
+            points.append(SweepPoint(workload, rate, point_seed, eng, hw, mdl, cst, mode, acceptance))
             row: dict[str, SweepValue] = {
                 "hardware": hw.slug,
                 "model": mdl.slug,
                 "cost": cost_label(cst),
                 "max_num_batched_tokens": budget,
                 "max_num_seqs": cap,
-                "seed": point_seed,
-                "rate_per_s": rate,
             }
+            if speculates:
+                row["num_speculative_tokens"] = k
+            row.update(seed=point_seed, rate_per_s=rate)
             if scale is not None:
                 row["time_scale"] = scale
             knobs.append(row)
@@ -423,8 +450,24 @@ def sweep(
             async_scheduling=point.engine.async_scheduling,
             workload=str(workload.label),
         )
+        if speculates:
+            row["speculative_method"] = point.engine.speculative_method or "none"
         rows.append(row)
     return pd.DataFrame.from_records(rows)
+
+
+def _speculation_axis(template: EngineConfig, values: object) -> tuple[tuple[int, ...], bool]:
+    """The ``num_speculative_tokens`` axis of a sweep over ``template``, and whether the sweep
+    speculates (the table then has the columns)."""
+    if values is None:
+        return (template.num_speculative_tokens,), bool(template.num_speculative_tokens)
+    axis = grid_axis("num_speculative_tokens", values, lambda name, v: int_at_least(name, v, 0))
+    if any(axis) and template.speculative_method is None:
+        raise ParameterError(
+            "num_speculative_tokens needs a drafting method: give the engine template one, e.g. "
+            "engine=EngineConfig(num_speculative_tokens=1, speculative_method='eagle3')"
+        )
+    return axis, True
 
 
 def _cost_axis(cost: object) -> tuple[CostSpec, ...]:

@@ -93,12 +93,13 @@ from budgetlab.experiments.margin import (
 from budgetlab.experiments.progress import ProgressReporter, ProgressSpec, check_progress, progress_reporter
 from budgetlab.experiments.search import check_tolerance
 from budgetlab.experiments.slo import SLO, check_slo
+from budgetlab.experiments.speculation import SpeculationResult, tune_speculation
 from budgetlab.experiments.sweep import SweepPoint, SweepValue, engine_template
 from budgetlab.metrics import GATE_FRACTION_COLUMNS
 from budgetlab.simulator import SimMode
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
 from budgetlab.text import fmt_latency, fmt_percent
-from budgetlab.workload import SweepWorkload, check_workload
+from budgetlab.workload import AcceptanceModel, SweepWorkload, check_workload
 
 __all__ = [
     "tile_budget",
@@ -193,6 +194,9 @@ class TuneResult:
     cost : str
         The step-cost model every number was simulated with (``"typical"``, ``"ideal"``, a
         factory's or class's name).
+    speculation : SpeculationResult or None
+        With ``speculative_tokens``: each ``k``'s capacity at the chosen budget and cap, and the
+        recommended ``k`` (in :attr:`engine`; ``capacity_per_s`` stays the budget search's).
     margin : TuneMargin
         The recommended load and the latency headroom against the neighbours.
     """
@@ -209,6 +213,7 @@ class TuneResult:
     engine: EngineConfig = field(repr=False)
     cost: str = "typical"
     margin: TuneMargin | None = field(default=None, repr=False)
+    speculation: SpeculationResult | None = field(default=None, repr=False)
 
     @property
     def rate_per_s(self) -> float:
@@ -349,6 +354,9 @@ def tune(
     executor: cf.Executor | None = None,
     progress: ProgressSpec = None,
     mode: SimMode = "fast",
+    speculative_tokens: int | Sequence[int] | None = None,
+    speculative_method: str | None = None,
+    acceptance: AcceptanceModel | None = None,
 ) -> TuneResult:
     """Recommend ``max_num_batched_tokens`` and ``max_num_seqs`` for an SLO and a workload.
 
@@ -393,6 +401,12 @@ def tune(
         a callable gets ``(done, total, label)`` after each.
     mode : str
         Simulator mode.
+    speculative_tokens, speculative_method, acceptance
+        Speculative decoding as a third knob: with the budget and cap chosen, each ``k`` of
+        ``speculative_tokens`` (0 included) drafting with ``speculative_method`` (default:
+        ``engine``'s) gets a capacity search (:func:`~budgetlab.experiments.speculation.tune_speculation`;
+        :attr:`TuneResult.speculation`), and the recommendation drafts the best ``k``. ``acceptance``:
+        as in :func:`budgetlab.simulate`. ``None``: ``engine``'s ``k`` as given.
 
     Returns
     -------
@@ -437,6 +451,7 @@ def tune(
             seed=seed,
             tolerance_fraction=tol,
             mode=mode,
+            acceptance=acceptance,
         )
 
     budget_guess = guess.max_num_batched_tokens
@@ -507,6 +522,30 @@ def tune(
     )
     gate = binding_gate(winner.summary)
     explanation = (*_explain(guess, candidates, winner, gate, best_budget, best_cap, tol), str(margin))
+    speculation = None
+    recommended = winner.engine
+    if speculative_tokens is not None:  # the third knob, with the budget and cap chosen
+        speculation = tune_speculation(
+            workload,
+            slo=slo,
+            engine=winner.engine,
+            hardware=hw,
+            model=mdl,
+            tokens=speculative_tokens,
+            speculative_method=speculative_method,
+            cost=cost,
+            acceptance=acceptance,
+            seed=seed,
+            tolerance_fraction=tol,
+            executor=executor,
+            progress=progress,
+            mode=mode,
+        )
+        k = speculation.num_speculative_tokens
+        recommended = replace(
+            winner.engine, num_speculative_tokens=k, speculative_method=speculation.speculative_method if k else None
+        )
+        explanation = (*explanation, *speculation.explanation)
     return TuneResult(
         max_num_batched_tokens=best_budget,
         max_num_seqs=best_cap,
@@ -517,9 +556,10 @@ def tune(
         capacity=winner,
         slo=slo,
         binding_gate=gate,
-        engine=winner.engine,
+        engine=recommended,
         cost=cost_label(cost),
         margin=margin,
+        speculation=speculation,
     )
 
 
