@@ -112,6 +112,18 @@ comes from) change only the KV accounting:
 A run with several groups is scheduled step by step in both modes (the fast mode's jumps are
 for one full-attention group).
 
+Speculative decoding (``EngineConfig(num_speculative_tokens=k, speculative_method=...)``; rules
+S1–S10 in :mod:`.drafts`, each with the vLLM 0.33 function it comes from) changes what a decode
+asks for and what it yields:
+
+14. After a step, each request whose chunk reached its known tokens has ``k`` drafts; a decode
+    then asks for ``1 + k`` tokens, cut by the budget (and a draft model's input slot per request)
+    and by ``max_model_len``, and its KV slots reach ``k`` past them for drafters with their own
+    forward pass. A verification of ``d`` drafts yields ``min(a_i, d) + 1`` tokens (replayed or
+    drawn acceptance); the rejected drafts are rolled back. Pipelined, the scheduler plans past the
+    drafts still in flight and learns the rejections one step later. A speculating run is
+    scheduled step by step in both modes, with per-request block tables.
+
 ``policy="decode-first"`` (Sarathi-Serve's stall-free order) walks the running pass as all
 decodes first, then partial prefills and recomputes, each group in admission order; the
 waiting pass, KV accounting and gates are the same. Because that order is not the admission
@@ -162,11 +174,12 @@ request or per step as a Python object); the tables, the summary and the step lo
 million requests take a few hundred bytes each.
 
 Reading guide (the package is functions over one state record): :mod:`.inputs` (the request
-table and its checks), :mod:`.state` (the record, the KV block arithmetic), :mod:`.waiting`
-(the waiting pass), :mod:`.blocks` and :mod:`.kv_groups` (the block pools),
-:mod:`.step` (the reference step: form, price, sample), :mod:`.fast` (decode-only jumps and
-the vectorized pass), :mod:`.loop` (the run loop), :mod:`.trace` (the compressed record →
-tables, step log, summary); :mod:`.steplog` (the step log, built on demand).
+table and its checks), :mod:`.state` (the record, the KV block arithmetic), :mod:`.plan` (one
+step's chunks and their kinds), :mod:`.step` (the reference step: the running pass, pricing,
+sampling), :mod:`.waiting` (the waiting pass), :mod:`.blocks` and :mod:`.kv_groups` (the block
+pools), :mod:`.drafts` (speculative decoding), :mod:`.queues` (the priority queue), :mod:`.fast`
+(decode-only jumps and the vectorized pass), :mod:`.loop` (the run loop), :mod:`.trace` (the
+compressed record → tables, step log, summary); :mod:`.steplog` (the step log, built on demand).
 """
 
 from __future__ import annotations
