@@ -165,6 +165,23 @@ def test_simulate_engine_flags_reach_the_engine(capsys, tmp_path):
     assert document["cost_model"].startswith("IdealCost")
 
 
+def test_speculative_decoding_flags_reach_the_engine(capsys, tmp_path):
+    out, document = _run_json(
+        capsys,
+        tmp_path,
+        "simulate",
+        *SMALL,
+        "--num-speculative-tokens",
+        "3",
+        "--speculative-method",
+        "eagle3",
+        "--no-prefix-caching",
+    )
+    engine = document["inputs"]["engine"]
+    assert (engine["num_speculative_tokens"], engine["speculative_method"]) == (3, "eagle3")
+    assert "eagle3 drafting 3 tokens" in out
+
+
 @pytest.mark.parametrize("spelling", [HF_ID, HF_ID.upper(), "  meta-llama/llama-3.1-8b-instruct "])
 def test_a_hugging_face_id_is_the_catalog_row(capsys, tmp_path, spelling):
     out, document = _run_json(capsys, tmp_path, "simulate", "--num-requests", "10", "--model", spelling)

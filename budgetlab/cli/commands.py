@@ -96,6 +96,8 @@ def _engine_text(engine: EngineConfig) -> str:
     )
     if engine.tensor_parallel_size > 1:
         text += f", tensor parallel {engine.tensor_parallel_size}"
+    if engine.num_speculative_tokens:
+        text += f", {engine.speculative_method} drafting {engine.num_speculative_tokens} tokens"
     return text
 
 

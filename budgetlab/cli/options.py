@@ -21,6 +21,7 @@ from budgetlab.errors import ParameterError
 from budgetlab.experiments.slo import SLO, SLO_METRICS
 from budgetlab.hf_config import model_from_hf_config
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
+from budgetlab.speculative import SPECULATIVE_METHODS
 from budgetlab.workload import SyntheticWorkload, TraceWorkload
 
 __all__ = [
@@ -199,6 +200,14 @@ def add_engine(parser: argparse.ArgumentParser, *, grid: bool = False) -> None:
         default=None,
         help="the synchronous scheduler loop (vLLM: async on)",
     )
+    group.add_argument(
+        "--num-speculative-tokens", type=int, metavar="K", help="speculative decoding: drafts per step (0: off)"
+    )
+    group.add_argument(
+        "--speculative-method",
+        choices=SPECULATIVE_METHODS,
+        help="speculative decoding's drafter (with --num-speculative-tokens)",
+    )
     group.add_argument("--dtype", metavar="DTYPE", help="weights and activations dtype (auto)")
     group.add_argument("--kv-cache-dtype", metavar="DTYPE", help="KV cache dtype (auto; e.g. fp8)")
     group.add_argument("--quantization", metavar="METHOD", help="weight quantization (e.g. fp8)")
@@ -310,6 +319,8 @@ _ENGINE_FIELDS = (
     "dtype",
     "kv_cache_dtype",
     "quantization",
+    "num_speculative_tokens",
+    "speculative_method",
 )
 
 
