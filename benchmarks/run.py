@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_accuracy
 import bench_kv_groups
 import bench_scale
+import bench_spec
 import bench_traces
 
 import bench_simulator
@@ -28,6 +29,8 @@ def main() -> None:
     bench_scale.main([])
     print("\n== KV-cache groups (sliding-window models) ==", flush=True)
     bench_kv_groups.main([])
+    print("\n== speculative decoding ==", flush=True)
+    bench_spec.main([])
     print("\n== trace loading ==", flush=True)
     bench_traces.main([])
     print("\n== sweeps and capacity ==", flush=True)
