@@ -20,8 +20,8 @@ from its ``SpeculativeConfig`` and :func:`draft_rules` gives them here:
   never binds (``Scheduler._reserve_prefill_lookahead``).
 
 :func:`check_speculative` refuses what vLLM refuses at start-up (``VllmConfig.
-_set_max_num_scheduled_tokens``). The scheduling rules themselves are stated in
-:mod:`budgetlab.simulator.drafts`.
+_set_max_num_scheduled_tokens``); :func:`start_up_warnings` says what it warns about. The
+scheduling rules themselves are stated in :mod:`budgetlab.simulator.drafts`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,15 @@ from typing import Any
 from budgetlab._checks import Bound, int_at_least
 from budgetlab.errors import ConfigError
 
-__all__ = ["SPECULATIVE_METHODS", "MAX_SPECULATIVE_TOKENS", "DraftRules", "draft_rules", "check_speculative"]
+__all__ = [
+    "SPECULATIVE_METHODS",
+    "MAX_SPECULATIVE_TOKENS",
+    "SMALL_SCHEDULED_TOKENS",
+    "DraftRules",
+    "draft_rules",
+    "check_speculative",
+    "start_up_warnings",
+]
 
 #: The drafting methods budgetlab models, by vLLM's ``--speculative-config`` ``method`` names.
 SPECULATIVE_METHODS = ("ngram", "draft_model", "eagle", "eagle3", "mtp")
@@ -43,6 +51,11 @@ MAX_SPECULATIVE_TOKENS = Bound(
     "8 times the most drafts per step of any published vLLM deployment (EAGLE-3 and MTP recipes use 1-8); "
     "acceptance falls geometrically with the draft's position",
 )
+
+
+#: vLLM 0.33 warns when a speculating engine's ``max_num_scheduled_tokens`` (its
+#: ``max_num_batched_tokens``) is below this [tokens] (``VllmConfig._set_max_num_scheduled_tokens``).
+SMALL_SCHEDULED_TOKENS = 8192
 
 
 @dataclass(frozen=True)
@@ -138,3 +151,21 @@ def check_speculative(engine: Any) -> None:
             f"lookahead slots of {method} drafting {k} tokens: vLLM refuses a budget with no room to schedule a "
             "token. Raise max_num_batched_tokens or lower num_speculative_tokens."
         )
+
+
+def start_up_warnings(engine: Any) -> tuple[str, ...]:
+    """What vLLM 0.33 warns about at start-up for ``engine``'s speculative settings (empty when it
+    does not speculate).
+
+    vLLM sets ``max_num_scheduled_tokens`` to ``max_num_batched_tokens`` and, below
+    :data:`SMALL_SCHEDULED_TOKENS`, warns that the budget may be too small for the drafts
+    (``VllmConfig._set_max_num_scheduled_tokens``): every decoding request takes ``1 + k`` of it.
+    """
+    k = engine.num_speculative_tokens
+    if not k or engine.max_num_batched_tokens >= SMALL_SCHEDULED_TOKENS:
+        return ()
+    return (
+        f"vLLM warns: max_num_scheduled_tokens is {engine.max_num_batched_tokens:,} with {k} speculative tokens "
+        f"(below {SMALL_SCHEDULED_TOKENS:,}); each decoding request takes {1 + k} of it, so performance may suffer. "
+        "It suggests a larger max_num_batched_tokens or fewer speculative tokens.",
+    )
