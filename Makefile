@@ -4,9 +4,21 @@
 #   make pytest      the suite only, in .venv
 #   make lint        ruff + mypy only
 #   make test-min    the suite in .venv-min, every dependency pinned to its declared floor
+#                    (less the slow, notebook and browser tests not marked `floors`)
 #   make test-wheel  the suite against the wheel installed into a fresh .venv-wheel
+#                    (less the slow, notebook and browser tests not marked `wheel`)
 #
 # PYTEST_ARGS passes options to pytest, e.g. `make pytest PYTEST_ARGS="-x tests/test_specs.py"`.
+#
+# Tiers: `make test` runs every test. test-min and test-wheel exist for what only they can catch
+# (a dependency at its floor; the package as the wheel installs it), so they run every quick test
+# but, of the slow, notebook and browser tests, only those marked `floors` (test-min: every
+# notebook, the report renderer, JupyterLab, PDFs, Dask, papermill's errors) or `wheel`
+# (test-wheel: the wheel's contents, one notebook, a report rendered from the installed wheel).
+# A new expensive test runs in make test only unless it is marked for a tier. MIN_MARKERS= or
+# WHEEL_MARKERS= (empty) runs the whole suite in that tier.
+MIN_MARKERS ?= not (slow or notebook or browser) or floors
+WHEEL_MARKERS ?= not (slow or notebook or browser) or wheel
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -56,7 +68,7 @@ $(MIN_STAMP): pyproject.toml tools/min_constraints.py
 	@touch $@
 
 test-min: $(MIN_STAMP)
-	$(MIN_VENV)/bin/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	$(MIN_VENV)/bin/python -m pytest -p no:cacheprovider -m "$(MIN_MARKERS)" $(PYTEST_ARGS)
 
 # A fresh venv with the wheel (and its [test] extra) installed, not the checkout: PYTHONSAFEPATH
 # keeps the working directory off sys.path (also in subprocesses and notebook kernels), and
@@ -67,7 +79,7 @@ test-wheel:
 	$(WHEEL_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(WHEEL_VENV)/bin/python -m pip wheel --quiet --no-deps --wheel-dir $(WHEEL_VENV)/dist .
 	$(WHEEL_VENV)/bin/python -m pip install --quiet "$$(ls $(WHEEL_VENV)/dist/budgetlab-*.whl)[test]"
-	BUDGETLAB_EXPECT_INSTALLED=1 PYTHONSAFEPATH=1 $(WHEEL_VENV)/bin/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	BUDGETLAB_EXPECT_INSTALLED=1 PYTHONSAFEPATH=1 $(WHEEL_VENV)/bin/python -m pytest -p no:cacheprovider -m "$(WHEEL_MARKERS)" $(PYTEST_ARGS)
 
 # The default reports: every notebook in the seeds' scenario: about five and a half minutes on
 # two free cores (320 s measured), longer when they are shared; progress is printed as reports

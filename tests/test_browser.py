@@ -20,7 +20,8 @@ FIXTURES = Path(__file__).parent / "fixtures" / "notebooks"
 CHARTS = "01-fixture-charts"
 NUM_CHARTS = 2
 
-pytestmark = [pytest.mark.browser, pytest.mark.notebook]
+# floors: the report as nbconvert and vl-convert at their floors write it (make test-min runs it too)
+pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.floors]
 
 CHARTS_DONE = (
     "document.readyState === 'complete' && document.querySelectorAll("

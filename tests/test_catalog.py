@@ -569,6 +569,8 @@ def test_data_path_names_both_places_when_missing():
 
 
 @pytest.mark.slow
+@pytest.mark.floors
+@pytest.mark.wheel
 def test_installed_wheel_reads_its_own_catalog(tmp_path, built_wheel):
     target, elsewhere = tmp_path / "site", tmp_path / "cwd"
     elsewhere.mkdir()

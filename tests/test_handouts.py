@@ -58,6 +58,7 @@ def test_tables_lose_pandas_scaffolding():
 
 @pytest.mark.notebook
 @pytest.mark.browser
+@pytest.mark.floors  # pypdf at its floor reads the printed text
 def test_a_handout_prints_to_a_clean_pdf(chromium: str, tmp_path: Path):
     pypdf = pytest.importorskip("pypdf")
     (outcome,) = reports.render(["02"], ["h100-llama-3.1-8b"], out_dir=tmp_path)
@@ -168,6 +169,7 @@ def table_overflows(browser: object, html_path: Path) -> list[str]:
 
 
 @pytest.mark.browser
+@pytest.mark.floors
 def test_the_checks_catch_small_text_and_cut_tables(chromium: str, browser: object, tmp_path: Path):
     """The print checks below fail on what the handouts printed before issue 20: 6 pt text and
     a table wider than the page, clipped inside a scrolling box."""
@@ -200,6 +202,7 @@ def handout_05(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.notebook
 @pytest.mark.browser
+@pytest.mark.floors
 def test_a_handout_prints_readably_on_a4(chromium: str, browser: object, handout_05: Path):
     pdf = handout_05 / "05-max-num-seqs-and-kv-handout.pdf"
     runs = pdf_text_runs(pdf)
@@ -212,6 +215,7 @@ def test_a_handout_prints_readably_on_a4(chromium: str, browser: object, handout
 
 
 @pytest.mark.notebook
+@pytest.mark.floors
 def test_handout_tables_and_prose_are_for_a_class(handout_05: Path):
     """No pandas index column, no snake_case column name other than vLLM's own knobs, no
     parameters table, no API call or shell command in the prose."""

@@ -33,7 +33,8 @@ from test_notebooks import SMALL
 
 from budgetlab.notebook.lab import LOOPBACK, lab_arguments, lab_environment
 
-pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
+# floors: JupyterLab 4.0 must draw the Vega 5 spec too (make test-min runs it)
+pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow, pytest.mark.floors]
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 #: notebook -> the labels of the sliders it shows

@@ -199,6 +199,7 @@ def _render_with_file(tmp_path: Path, notebook: str, overrides: dict[str, object
 
 
 @pytest.mark.notebook
+@pytest.mark.floors  # one whole report through nbconvert at its floor
 def test_a_hostile_measurements_file_name_stays_text_in_the_report(tmp_path: Path):
     hostile = tmp_path / f"{HOSTILE_FILE_NAME}.csv"
     shutil.copyfile(data_path("measured", "vidur-h100-llama2-7b-linear.csv"), hostile)

@@ -367,11 +367,24 @@ def _run(notebook: Path, tmp_path: Path, parameters: dict[str, Any]) -> None:
     )
 
 
+#: The notebook ``make test-wheel`` runs too (every one runs in make test and make test-min): it
+#: reads the most data the wheel ships (data/bench, data/measured) and the start-up logs.
+WHEEL_NOTEBOOK = "10-validation-against-real-runs"
+
+
+@pytest.mark.floors
+@pytest.mark.wheel
 def test_there_are_notebooks():
     assert len(NOTEBOOKS) >= 4
+    assert WHEEL_NOTEBOOK in {p.stem for p in NOTEBOOKS}, "make test-wheel would run no notebook"
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.floors  # every notebook's own pandas, altair and papermill calls, at the floors
+@pytest.mark.parametrize(
+    "notebook",
+    [pytest.param(p, marks=pytest.mark.wheel) if p.stem == WHEEL_NOTEBOOK else p for p in NOTEBOOKS],
+    ids=lambda p: p.stem,
+)
 def test_notebook_runs_and_saves_its_results(notebook: Path, tmp_path: Path):
     results_path = tmp_path / f"{notebook.stem}.results.json"
     _run(notebook, tmp_path, {**SMALL.get(notebook.stem, {}), "results_path": str(results_path)})
@@ -398,8 +411,14 @@ def _check_charts_draw_in_jupyterlab(executed: Path) -> None:
     assert not [text for text in stderr if "Warning" in text], stderr
 
 
+#: The first also runs in make test-min: the error as papermill at its floor reports it (one
+#: cell, no traceback); the others check budgetlab's messages, the same at any version.
 BAD_PARAMETERS = [
-    ({"budgets": True}, "parameter `budgets` must be a non-empty list of whole numbers of tokens"),
+    pytest.param(
+        {"budgets": True},
+        "parameter `budgets` must be a non-empty list of whole numbers of tokens",
+        marks=pytest.mark.floors,
+    ),
     (
         {"prompt_tokens": -5},
         "parameter `prompt_tokens` must be a whole number of tokens >= 1 and <= 134,217,728, but got -5 (int)",

@@ -140,6 +140,8 @@ def _run(python: Path, env: dict[str, str], cwd: Path, *args: str) -> subprocess
 
 
 @pytest.mark.slow
+@pytest.mark.floors
+@pytest.mark.wheel
 def test_wheel_lists_every_notebook_from_any_folder(installed_wheel, tmp_path: Path) -> None:
     python, env = installed_wheel
     where = _run(python, env, tmp_path, "-c", "import budgetlab; print(budgetlab.__file__)")
@@ -160,6 +162,7 @@ def test_wheel_lists_every_notebook_from_any_folder(installed_wheel, tmp_path: P
 
 @pytest.mark.slow
 @pytest.mark.notebook
+@pytest.mark.wheel
 def test_wheel_renders_a_report_into_the_working_directory(installed_wheel, tmp_path: Path) -> None:
     python, env = installed_wheel
     kernel = _run(

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
@@ -19,6 +21,7 @@ def _package_snippet() -> str:
     return match.group(1)
 
 
+@pytest.mark.slow
 def test_the_readme_snippet_runs_as_a_plain_script(tmp_path: Path):
     script = tmp_path / "snippet.py"
     script.write_text(_package_snippet() + '\nprint("snippet done")\n', encoding="utf-8")
@@ -42,6 +45,8 @@ def test_a_sweep_in_a_plain_script_needs_no_main_guard(tmp_path: Path):
     assert "rows 4" in run.stdout
 
 
+@pytest.mark.notebook
+@pytest.mark.floors  # the papermill command line at its floor
 def test_papermill_with_a_scenario_file_from_the_repository_root(tmp_path: Path):
     root = README.parent
     text = README.read_text(encoding="utf-8")

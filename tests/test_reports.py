@@ -348,6 +348,8 @@ def cli_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, str, Pa
 
 
 @pytest.mark.notebook
+@pytest.mark.floors
+@pytest.mark.wheel
 def test_render_writes_four_offline_files(tmp_path: Path) -> None:
     seen: list[reports.ReportOutcome] = []
     starts: list[reports.Job] = []
@@ -402,6 +404,7 @@ def test_render_writes_four_offline_files(tmp_path: Path) -> None:
 
 
 @pytest.mark.notebook
+@pytest.mark.floors  # the failure as papermill at its floor reports it
 def test_failing_notebook_exits_1_and_the_other_still_renders(cli_run) -> None:
     code, stdout, stderr, out = cli_run
     assert code == 1
@@ -440,6 +443,7 @@ def test_failing_notebook_exits_1_and_the_other_still_renders(cli_run) -> None:
 
 
 @pytest.mark.notebook
+@pytest.mark.floors
 def test_render_leaves_the_working_directory_alone(cli_run) -> None:
     assert Path.cwd() == START_CWD
     assert not list(FIXTURES.glob("*.json")) and not list(FIXTURES.glob("*.html"))

@@ -26,6 +26,7 @@ GRID = dict(
 
 
 @pytest.mark.slow
+@pytest.mark.floors  # distributed at its floor
 def test_sweep_on_a_dask_local_cluster_matches_the_local_executor():
     local = sweep(WORKLOAD, **GRID)  # the default local process pool
     with (

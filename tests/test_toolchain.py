@@ -111,6 +111,8 @@ def test_py_typed_is_in_the_package():
 
 
 @pytest.mark.slow
+@pytest.mark.floors  # built by hatchling at its floor
+@pytest.mark.wheel
 def test_wheel_ships_py_typed_license_and_version(built_wheel: Path):
     wheel = built_wheel
     assert wheel.name.startswith(f"budgetlab-{__version__}-py3-none-any")

@@ -582,6 +582,7 @@ LOOSENINGS = [("itl_p99_s", 1.5), ("itl_p99_s", 4.0), ("itl_p99_s", 100.0), ("it
 LOOSENINGS += [("ttft_p90_s", 1.5), ("ttft_p90_s", 2.0)]
 
 
+@pytest.mark.slow  # 8 s: the tuner's logic, the same at any dependency version (make test only)
 @settings(max_examples=4, deadline=None)
 @given(
     itl_ms=st.sampled_from([25.0, 40.0, 70.0, 100.0]),

@@ -461,6 +461,7 @@ def test_every_notebook_validates_exactly_its_parameters_cell():
 
 
 @pytest.mark.notebook
+@pytest.mark.floors  # papermill at its floor injects the typo
 def test_plain_papermill_stops_a_typo_at_the_validation_cell(tmp_path: Path):
     papermill = pytest.importorskip("papermill")
     from papermill.exceptions import PapermillExecutionError
