@@ -61,6 +61,15 @@ SMALL: dict[str, dict[str, Any]] = {
         "tune_budget_factors": [1.0],
         "tune_cap_factors": [1.0],
     },
+    "13-speculative-decoding": {
+        "speculative_tokens": [1, 5],
+        "rates_per_s": [2.0, 16.0],
+        "load_num_requests": 60,
+        "tune_num_requests": 60,
+        "tune_tolerance_fraction": 0.1,
+        "published_num_requests_batch_one": 4,
+        "published_num_requests_per_load": 40,
+    },
 }
 
 
@@ -284,6 +293,27 @@ def _check_12(r: dict) -> None:
         assert len(compared) >= 31 and {"sliding window", "MLA"} <= {row["family"] for row in compared}
 
 
+def _check_13(r: dict) -> None:
+    # the example: budget 2,048, 256 decoding requests, k = 5 -> 2,048 - 256 x 6 tokens for prompts
+    room = {row["num_speculative_tokens"]: row["prefill_room_tokens"] for row in r["prefill_room"]}
+    assert room == {0: 1792, 1: 1536, 5: 512}
+    draft_model = {row["num_speculative_tokens"]: row["prefill_room_tokens"] for row in r["prefill_room_draft_model"]}
+    assert draft_model[5] == 2048 - 256 * 7 - 1  # a draft model's input slot per request, and the chunk's own
+    assert r["acceptance_rate"] == pytest.approx(0.75, abs=0.01)  # 1 + p + ... + p**4 = 3.08
+    assert {row["cost"] for row in r["by_load"]} == {"typical"} and r["cost_model"] == "typical"
+    speedup = {(row["rate_per_s"], row["num_speculative_tokens"]): row["speedup"] for row in r["by_load"]}
+    assert speedup[(2.0, 0)] == 1.0 and speedup[(2.0, 5)] > 1.5  # a good drafter at low load
+    assert set(r["stops_paying_per_s"]) == {"1", "5"}
+    assert r["tuned_k"] in (0, 1, 5) and r["tuned_capacity_per_s"] > 0
+    published = {row["key"]: row for row in r["published"]}
+    done = [row for row in published.values() if row["reproduced"]]
+    assert len(done) == 18 and all(row["direction_agrees"] for row in done)
+    assert all(row["predicted_speedup"] > 1.0 for row in done if row["load"].startswith("batch size 1"))
+    assert all(row["cost_model"] == "typical" for row in done)
+    assert not published["blog-high-qps"]["reproduced"] and published["blog-high-qps"]["not_reproduced_because"]
+    assert published["12755-mtp-qps1"]["source_url"] == "https://github.com/vllm-project/vllm/pull/12755"
+
+
 def _check_09(r: dict) -> None:
     assert r["max_num_seqs"] == 256 and r["slot_bound_max_num_seqs"] == 8
     shared = r["workload"]["shared_prefix_fraction"]
@@ -351,6 +381,10 @@ CHECKS: dict[str, tuple[set[str], Callable[[dict], None]]] = {
     "12-attention-kinds": (
         {"families", "deployments", "max_concurrency", "concurrency_by_length", "gate_runs", "knobs", "kv_logs"},
         _check_12,
+    ),
+    "13-speculative-decoding": (
+        {"prefill_room", "by_load", "stops_paying_per_s", "tuned_k", "capacity_by_k", "published", "load_trends"},
+        _check_13,
     ),
 }
 
@@ -445,13 +479,25 @@ NEW_NOTEBOOK_BAD_PARAMETERS = [
     ),
     ("11-multi-gpu", {"moe_model": "llama-3.1-70b"}, "parameter `moe_model` must be a mixture-of-experts model"),
     ("12-attention-kinds", {"models": ["gpt-oss-20b", "gpt-oss-20b"]}, "parameter `models` must be a list of distinct"),
+    (
+        "13-speculative-decoding",
+        {"speculative_method": "draft_model"},
+        "parameter `speculative_method` must be one of eagle3, eagle, mtp, ngram",
+    ),
 ]
 
 
 @pytest.mark.parametrize(
     ("notebook", "parameters", "message"),
     NEW_NOTEBOOK_BAD_PARAMETERS,
-    ids=["05-low-cap", "06-example-hardware", "09-slot-cap", "11-dense-moe-model", "12-repeated-model"],
+    ids=[
+        "05-low-cap",
+        "06-example-hardware",
+        "09-slot-cap",
+        "11-dense-moe-model",
+        "12-repeated-model",
+        "13-draft-model-method",
+    ],
 )
 def test_bad_parameter_stops_the_new_notebooks_at_validation(notebook, parameters, message, tmp_path: Path):
     with pytest.raises(PapermillExecutionError) as info:

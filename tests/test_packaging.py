@@ -151,7 +151,7 @@ def test_wheel_lists_every_notebook_from_any_folder(installed_wheel, tmp_path: P
     listed = _run(python, env, tmp_path, "-m", "budgetlab.reports", "--list")
     assert listed.returncode == 0, listed.stderr
     notebooks = sorted(p.stem for p in (REPO_ROOT / "notebooks").glob("*.ipynb"))
-    assert len(notebooks) == 12
+    assert len(notebooks) == 13
     for name in notebooks:
         assert f"\n  {name}\n" in listed.stdout, name  # each followed by its parameters, one a line
     assert "      hardware: str = " in listed.stdout and "GPUs (-p hardware NAME): " in listed.stdout

@@ -37,7 +37,9 @@ The numbers themselves are the model's, imported from there: ``bl.flattening_bud
 Modules: :mod:`~budgetlab.charts.style` (palette, sizes, axes), :mod:`~budgetlab.charts.step_cost`
 (notebooks 01, 06), :mod:`~budgetlab.charts.budget` (02-04), :mod:`~budgetlab.charts.runs` (05),
 :mod:`~budgetlab.charts.load` (07, 08), :mod:`~budgetlab.charts.caching` (09),
-:mod:`~budgetlab.charts.tables` (every table).
+:mod:`~budgetlab.charts.validation` (10), :mod:`~budgetlab.charts.multigpu` (11),
+:mod:`~budgetlab.charts.attention_kinds` (12), :mod:`~budgetlab.charts.speculation` (13; imported
+as a module, ``from budgetlab.charts import speculation``), :mod:`~budgetlab.charts.tables` (every table).
 """
 
 from __future__ import annotations

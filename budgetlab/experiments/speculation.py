@@ -10,9 +10,11 @@ become compute-bound, so each rejected draft costs real time; past some load ``k
 * :func:`speculation_by_load` — a sweep over ``k`` and loads, with each point's speed-up over
   ``k = 0`` at the same load (time per output token, ``tpot_mean_s``).
 * :func:`stops_paying_per_s` — from that table, the lowest load at which each ``k`` is no longer
-  faster than ``k = 0``.
+  faster than ``k = 0``; :func:`best_k_by_load` — the fastest ``k`` at each load.
 * :func:`tune_speculation` — the capacity under an SLO for each ``k`` at a fixed budget and cap,
   and the recommended ``k`` (:func:`budgetlab.tune` runs it with ``speculative_tokens=``).
+* :func:`prefill_room_tokens` and :func:`prefill_room_by_k` — the budget arithmetic: the prompt
+  tokens a step still schedules beside requests that decode and verify their drafts.
 
 Every number is simulated with the cost model given (default ``"typical"``, the real-engine cost;
 a cost built for a speculating engine includes the drafter's own work) and the acceptance given
@@ -32,7 +34,7 @@ from budgetlab._checks import grid_axis, int_at_least
 from budgetlab.catalog import resolve_hardware, resolve_model
 from budgetlab.cost.named import CostSpec, cost_label
 from budgetlab.display import html_table
-from budgetlab.errors import ParameterError
+from budgetlab.errors import CapacityAboveBoundsError, ParameterError, SLOUnattainableError
 from budgetlab.experiments.capacity import CapacityOutcome, CapacityTask, run_capacity_task
 from budgetlab.experiments.executors import run_tasks
 from budgetlab.experiments.progress import ProgressSpec
@@ -41,14 +43,18 @@ from budgetlab.experiments.slo import SLO, check_slo
 from budgetlab.experiments.sweep import sweep
 from budgetlab.simulator import SimMode
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
+from budgetlab.speculative import draft_rules
 from budgetlab.workload import AcceptanceModel, SweepWorkload, check_workload
 
 __all__ = [
     "SPECULATIVE_TOKENS",
     "SPEEDUP_METRIC",
     "SpeculationResult",
+    "prefill_room_tokens",
+    "prefill_room_by_k",
     "speculation_by_load",
     "stops_paying_per_s",
+    "best_k_by_load",
     "tune_speculation",
 ]
 
@@ -63,6 +69,116 @@ def _tokens_axis(tokens: object) -> tuple[int, ...]:
     if 0 not in axis:
         axis = (0, *axis)  # the baseline every speed-up is measured against
     return tuple(sorted(axis))
+
+
+def _num_decoding(engine: EngineConfig, num_decoding: object) -> int:
+    if num_decoding is None:
+        return engine.max_num_seqs
+    n = int_at_least("num_decoding", num_decoding, 0, what="an int >= 0 [requests]")
+    if n > engine.max_num_seqs:
+        raise ParameterError(
+            f"num_decoding ({n}) cannot exceed max_num_seqs ({engine.max_num_seqs}): only that many requests run at "
+            "once. Lower num_decoding or raise max_num_seqs"
+        )
+    return n
+
+
+def prefill_room_tokens(engine: EngineConfig, *, num_decoding: int | None = None) -> int:
+    """Prompt tokens one step can still schedule beside ``num_decoding`` requests that decode and
+    verify all their drafts [tokens].
+
+    Each decoding request asks for ``1 + k`` tokens of the token budget ``B =
+    max_num_batched_tokens`` and takes those plus its method's ``s`` input slots
+    (:attr:`DraftRules.new_slots_for_drafting <budgetlab.speculative.DraftRules>`: 1 for a draft
+    model, else 0) from the input budget of ``B`` (rules S2 and S3 of
+    :mod:`budgetlab.simulator.drafts`); a prompt chunk is capped by the token budget left and by
+    the input budget left less its own ``s`` (S3, S5). With ``n`` decoding requests::
+
+        room = max(0, min(B - n (1 + k),  B - n (1 + k + s) - s))
+
+    which is ``B - n (1 + k)`` for every method but a draft model. Without drafts (``k = 0``) it
+    is the budget less one token per decode (notebook 02). 0: the decodes alone fill the budget;
+    then their drafts are cut (S3) and no prompt advances in the step.
+
+    Parameters
+    ----------
+    engine : EngineConfig
+        Its budget, ``num_speculative_tokens`` and ``speculative_method``.
+    num_decoding : int, optional
+        Requests decoding in the step [requests]; default ``engine.max_num_seqs`` (every slot
+        taken by a decoding request, the engine at its cap).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ParameterError
+        ``num_decoding`` negative or above ``max_num_seqs``.
+
+    Examples
+    --------
+    >>> engine = EngineConfig(max_num_batched_tokens=2048, max_num_seqs=256, num_speculative_tokens=5,
+    ...                       speculative_method="eagle3")
+    >>> prefill_room_tokens(engine)  # 2048 - 256 x 6
+    512
+    """
+    n = _num_decoding(engine, num_decoding)
+    budget, k = engine.max_num_batched_tokens, engine.num_speculative_tokens
+    s = draft_rules(engine.speculative_method, k).new_slots_for_drafting if engine.speculative_method else 0
+    return max(0, min(budget - n * (1 + k), budget - n * (1 + k + s) - s))
+
+
+def prefill_room_by_k(
+    engine: EngineConfig,
+    *,
+    tokens: int | Sequence[int] = SPECULATIVE_TOKENS,
+    speculative_method: str | None = None,
+    num_decoding: int | None = None,
+) -> pd.DataFrame:
+    """:func:`prefill_room_tokens` for each ``k`` of ``tokens`` (0 always included) with
+    ``engine``'s budget and cap.
+
+    Parameters
+    ----------
+    engine : EngineConfig
+    tokens : int or sequence of int
+        ``k`` values [tokens].
+    speculative_method : str, optional
+        The drafter; default ``engine.speculative_method``.
+    num_decoding : int, optional
+        As in :func:`prefill_room_tokens`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per ``k``: ``num_speculative_tokens``, ``speculative_method`` (None at 0),
+        ``max_num_batched_tokens``, ``num_decoding``, ``decode_tokens`` (``n (1 + k)``, what the
+        decodes ask), ``drafting_slots`` (``n s``, the input slots they reserve),
+        ``prefill_room_tokens`` and ``prefill_room_fraction`` (of the budget).
+    """
+    template = _drafting(engine, speculative_method)
+    method = str(template.speculative_method)
+    n = _num_decoding(engine, num_decoding)
+    rows = []
+    for k in _tokens_axis(tokens):
+        variant = replace(template, num_speculative_tokens=k, speculative_method=method if k else None)
+        slots = draft_rules(method, k).new_slots_for_drafting if k else 0
+        room = prefill_room_tokens(variant, num_decoding=n)
+        rows.append(
+            {
+                "num_speculative_tokens": k,
+                "speculative_method": method if k else None,
+                "max_num_batched_tokens": variant.max_num_batched_tokens,
+                "num_decoding": n,
+                "decode_tokens": n * (1 + k),
+                "drafting_slots": n * slots,
+                "prefill_room_tokens": room,
+                "prefill_room_fraction": room / variant.max_num_batched_tokens,
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def _drafting(engine: EngineConfig, method: str | None) -> EngineConfig:
@@ -152,6 +268,33 @@ def stops_paying_per_s(table: pd.DataFrame) -> dict[int, float | None]:
     return out
 
 
+def best_k_by_load(table: pd.DataFrame) -> pd.DataFrame:
+    """For each load of a :func:`speculation_by_load` table, the ``k`` with the largest speed-up
+    (the fewest drafts among equals; 0 when no ``k`` is faster than not drafting).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per load: ``rate_per_s`` [1/s], ``best_k``, ``speedup`` (its speed-up over
+        ``k = 0``) and ``tpot_mean_s`` (its time per output token [s]).
+    """
+    missing = [c for c in ("rate_per_s", "num_speculative_tokens", "speedup", SPEEDUP_METRIC) if c not in table]
+    if missing:
+        raise ParameterError(f"the table lacks {', '.join(missing)}; pass the table speculation_by_load returned")
+    rows = []
+    for rate, group in table.sort_values("num_speculative_tokens").groupby("rate_per_s", sort=True):
+        best = group.loc[group["speedup"].idxmax()]  # the first maximum: the fewest drafts
+        rows.append(
+            {
+                "rate_per_s": float(rate),
+                "best_k": int(best["num_speculative_tokens"]),
+                "speedup": float(best["speedup"]),
+                "tpot_mean_s": float(best[SPEEDUP_METRIC]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 @dataclass(frozen=True)
 class SpeculationResult:
     """:func:`tune_speculation`'s answer.
@@ -207,6 +350,13 @@ def tune_speculation(
     Returns
     -------
     SpeculationResult
+
+    Raises
+    ------
+    SLOUnattainableError
+        No ``k`` meets the SLO at any load.
+    CapacityAboveBoundsError
+        Some ``k`` meets it at every load searched (too few requests for queues to build).
     """
     workload = check_workload(workload)
     check_slo(slo)
@@ -249,12 +399,22 @@ def tune_speculation(
     )
     base = capacities[0]
     table["gain"] = table["capacity_per_s"] / base if base > 0 else math.nan
+    setting = f"budget {template.max_num_batched_tokens:,} and max_num_seqs {template.max_num_seqs:,}"
+    unbounded = [(k, o) for k, o in zip(axis, outcomes) if o.status == "holds at every load"]
+    if unbounded:  # as tune: capacities cannot be compared when one is only known to be higher
+        k, outcome = unbounded[0]
+        raise CapacityAboveBoundsError(
+            f"the SLO ({slo}) holds at every load searched for k = {k} with {setting} (still at "
+            f"{outcome.rate_per_s:.3g} req/s): the simulations are too short for queues to build, so the k "
+            "cannot be compared. Raise the workload's num_requests or tighten the SLO.",
+            rate_per_s=outcome.rate_per_s,
+        )
     valid = [(c, k) for k, c in zip(axis, capacities) if not math.isnan(c)]
     if not valid:
-        raise ParameterError(
-            f"the SLO ({slo}) fails at every load for every k in {list(axis)} with budget "
-            f"{template.max_num_batched_tokens} and max_num_seqs {template.max_num_seqs}; tune the budget and cap "
-            "first (budgetlab.tune)"
+        raise SLOUnattainableError(
+            f"the SLO ({slo}) fails at every load for every k in {list(axis)} with {setting}: tune the budget "
+            "and cap first (budgetlab.tune), or loosen the SLO",
+            rate_per_s=min(o.rate_per_s for o in outcomes),
         )
     top = max(c for c, _ in valid)
     best_k = min(k for c, k in valid if c >= top / (1.0 + tol))

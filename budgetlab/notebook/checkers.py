@@ -40,6 +40,7 @@ __all__ = [
     "require_number",
     "require_fraction",
     "require_int_list",
+    "require_number_list",
     "require_factor_list",
     "require_str",
     "require_bool",
@@ -269,6 +270,34 @@ def require_int_list(
     numbers = []
     for item in value:
         number = _as_int(item)
+        if number is None or _out_of_bounds(number, bounds):
+            raise _bad_entry(name, value, item, expected, example)
+        numbers.append(number)
+    return sorted(set(numbers))
+
+
+def require_number_list(
+    name: str, value: Any, *, max_length: int = MAX_LIST_LENGTH, **bounds: Unpack[Bounds]
+) -> list[float]:
+    """A non-empty list of finite numbers, returned sorted with duplicates dropped.
+
+    Each entry is checked as by :func:`require_number` against ``bounds`` (loads in requests per
+    second, for instance); a string is refused as by :func:`require_int_list`.
+
+    Returns
+    -------
+    list of float
+        Sorted, unique.
+    """
+    unit, bound = bounds.get("unit", ""), _bound_text(bounds, whole=False)
+    expected = f"a non-empty list of numbers{f' of {unit}' if unit else ''}" + (f", each{bound}" if bound else "")
+    example = bounds.get("example")
+    if not _is_list(value) or not value or len(value) > max_length:
+        limit = f" with at most {max_length} entries" if _is_list(value) and value else ""
+        raise parameter_error(name, value, expected + limit, how_to_pass(name, example))
+    numbers = []
+    for item in value:
+        number = _as_float(item)
         if number is None or _out_of_bounds(number, bounds):
             raise _bad_entry(name, value, item, expected, example)
         numbers.append(number)
