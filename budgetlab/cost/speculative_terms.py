@@ -73,6 +73,9 @@ own weights, with no ``step_overhead_s`` (the step pays it once). For
     ``k`` LM-head evaluations over ``R`` rows, each a roofline of its own (weights read once,
     ``2 V H`` FLOPs a row). 0 for a draft model (its LM head is in its ``2 × num_params``
     per token, as the target's is).
+``draft_passes``
+    ``k ×`` :data:`DRAFT_PASS_OVERHEAD_S`: each pass's host work and small kernels, fitted to
+    published batch-size-1 speed-ups; 0 for n-gram and for a cost without host time.
 ``ngram_scan``
     ``max(SMALL_KERNEL_S, (Σc + T) × 4 B / achieved bandwidth) + SMALL_KERNEL_S``: the scan
     reads every scheduled request's token history once, the finalize kernel is launch-bound
@@ -112,6 +115,7 @@ from budgetlab.speculative import MAX_SPECULATIVE_TOKENS, SPECULATIVE_METHODS
 
 __all__ = [
     "DRAFTER_TERM_NAMES",
+    "DRAFT_PASS_OVERHEAD_S",
     "NGRAM_CPU_S_PER_TOKEN_V1",
     "SMALL_KERNEL_S",
     "TOKEN_ID_BYTES",
@@ -125,7 +129,21 @@ __all__ = [
 ]
 
 #: The proposer's terms, in the order they are summed into a step's ``drafter`` term.
-DRAFTER_TERM_NAMES = ("draft_prefill", "draft_decode", "draft_lm_head", "ngram_scan", "ngram_cpu")
+DRAFTER_TERM_NAMES = ("draft_prefill", "draft_decode", "draft_lm_head", "draft_passes", "ngram_scan", "ngram_cpu")
+
+DRAFT_PASS_OVERHEAD_S = 0.65e-3
+"""Time of each draft pass that the roofline of its layers does not see [s], a fitted constant:
+the host work and small kernels between passes (input preparation, sampling the draft, launching
+the pass). Charged ``k`` times a step for EAGLE, EAGLE-3, MTP and draft models (term
+``draft_passes``), by costs that count host time (``step_overhead_s > 0``: :data:`TYPICAL
+<budgetlab.cost.presets.TYPICAL>`), never by the roofline.
+
+Fitted (:func:`budgetlab.experiments.spec_published.fit_draft_pass_overhead`, 0.05 ms grid, the
+smallest largest error) to the 12 batch-size-1 TPOT speed-ups of vllm-project/vllm issue #20780
+(Llama 3.1 8B, EAGLE-3 and EAGLE-1 at k = 2..7, H100 assumed), each step priced at the mean
+context of its MT-Bench request: the predicted speed-up was 1.14-1.47 times the published one
+without it, 0.89-1.11 times with it. Published steps grow by about 1.0 ms (EAGLE-3) and 0.7 ms
+(EAGLE-1) per draft where the layers' roofline gives 0.5 ms."""
 
 TOKEN_ID_BYTES = 4
 """Bytes of one token id in the n-gram scan's history (``all_token_ids`` is int32) [B]."""
@@ -365,6 +383,8 @@ class DrafterCost:
         Achieved memory bandwidth for the n-gram scan [B/s].
     kernel_s : float
         Floor of each n-gram kernel [s] (:data:`SMALL_KERNEL_S` or 0).
+    pass_s : float
+        Each draft pass's time outside its layers [s] (:data:`DRAFT_PASS_OVERHEAD_S` or 0).
     """
 
     drafter: Drafter
@@ -374,6 +394,7 @@ class DrafterCost:
     lm_head: Any = None
     bandwidth: float = math.inf
     kernel_s: float = 0.0
+    pass_s: float = 0.0
     _memo: dict[tuple[str, int], float] = field(default_factory=dict, repr=False, compare=False)  # by part, rows
 
     def terms(self, batch: Batch) -> dict[str, float]:
@@ -412,6 +433,7 @@ class DrafterCost:
             decode_s += self.rest.batch_time_s(step) + fc_rest
         out["draft_decode"] = decode_s
         out["draft_lm_head"] = lm_head_s
+        out["draft_passes"] = k * self.pass_s
         return out
 
     def time_s(self, batch: Batch) -> float:
@@ -473,6 +495,7 @@ def drafter_cost(drafter: Drafter, cost: Any) -> DrafterCost:
         return DrafterCost(drafter, bandwidth=bandwidth, kernel_s=kernel_s)
     spec = drafter.layer_spec()
     assert spec is not None
+    pass_s = DRAFT_PASS_OVERHEAD_S if cost.step_overhead_s > 0 else 0.0
     base = dict(step_overhead_s=0.0, drafter=None, cudagraph_draft_sizes=())
     eager = cost.enforce_eager
     if drafter.method == "draft_model":
@@ -480,7 +503,7 @@ def drafter_cost(drafter: Drafter, cost: Any) -> DrafterCost:
         whole = dataclasses.replace(
             cost, model=spec, quantization=None, expert_parallel=False, cudagraph_decode_query_len=1, **graphs, **base
         )
-        return DrafterCost(drafter, first=whole, rest=whole, bandwidth=bandwidth, kernel_s=kernel_s)
+        return DrafterCost(drafter, first=whole, rest=whole, bandwidth=bandwidth, kernel_s=kernel_s, pass_s=pass_s)
     moe = spec.is_moe
     layer = dict(
         model=spec,
@@ -517,7 +540,16 @@ def drafter_cost(drafter: Drafter, cost: Any) -> DrafterCost:
     vocab = int(drafter.lm_head_params // m.hidden_size)
     lm_spec = _linear_spec(m, f"{drafter.method}-lm-head", drafter.lm_head_params, vocab)
     lm_head = dataclasses.replace(cost, model=lm_spec, **plain)
-    return DrafterCost(drafter, first=first, rest=rest, fc=fc, lm_head=lm_head, bandwidth=bandwidth, kernel_s=kernel_s)
+    return DrafterCost(
+        drafter,
+        first=first,
+        rest=rest,
+        fc=fc,
+        lm_head=lm_head,
+        bandwidth=bandwidth,
+        kernel_s=kernel_s,
+        pass_s=pass_s,
+    )
 
 
 def drafter_for_engine(current: Drafter | None, engine: EngineConfig, target: ModelSpec) -> Drafter | None:

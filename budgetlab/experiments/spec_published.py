@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from budgetlab._checks import int_at_least, random_seed
@@ -50,7 +52,7 @@ from budgetlab.experiments.spec_published_table import (
     PublishedSpeedup,
 )
 from budgetlab.simulator import simulate
-from budgetlab.specs import Request
+from budgetlab.specs import Batch, EngineConfig, Request
 from budgetlab.workload import MeanAcceptanceLength
 
 __all__ = [
@@ -326,3 +328,87 @@ def best_k(table: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------------------
+# The draft pass's host time, fitted to the batch-size-1 rows
+# --------------------------------------------------------------------------------------------
+
+#: The candidate values of :data:`~budgetlab.cost.speculative_terms.DRAFT_PASS_OVERHEAD_S` [s].
+DRAFT_PASS_GRID_S = tuple(round(0.05e-3 * i, 8) for i in range(41))
+
+
+@dataclass(frozen=True)
+class DraftPassFit:
+    """:func:`fit_draft_pass_overhead`'s answer.
+
+    Attributes
+    ----------
+    overhead_s : float
+        The fitted time per draft pass [s].
+    table : pandas.DataFrame
+        One row per published row: ``key``, ``published_speedup`` (its TPOT ratio),
+        ``speedup_without`` and ``speedup_with`` (predicted with no pass time and with the fit), and
+        their ratios to the published one.
+    """
+
+    overhead_s: float
+    table: pd.DataFrame = field(repr=False)
+
+
+def fit_draft_pass_overhead(
+    rows: Sequence[PublishedSpeedup] | None = None, *, grid_s: Sequence[float] = DRAFT_PASS_GRID_S
+) -> DraftPassFit:
+    """The draft pass's host time that best reproduces published batch-size-1 speed-ups.
+
+    For each row (default: the TPOT rows of vllm-project/vllm issue #20780), one step at batch size
+    1 is priced with the real-engine cost at the mean context of its request (prompt + half its
+    output): ``S0`` without drafts and ``S_k`` with ``k`` drafts, less ``S_k``'s ``draft_passes``
+    term. With ``o`` per pass, a step yields the row's mean acceptance length ``L`` of tokens, so the
+    predicted speed-up is ``L × S0 / (S_k + k o)``. The fit is the grid value with the smallest
+    largest ``|log(predicted / published)|`` (ties: the smaller value).
+
+    Returns
+    -------
+    DraftPassFit
+    """
+    from budgetlab.cost import CalibratedCost
+    from budgetlab.cost.speculative_terms import drafter_terms
+
+    chosen = [r for r in PUBLISHED_SPEEDUPS if r.key.startswith("20780-")] if rows is None else list(rows)
+    records = []
+    for row in chosen:
+        given = (row.published_with_drafts, row.published_baseline, row.published_mean_acceptance_length)
+        if any(value is None for value in given):
+            raise ParameterError(f"row {row.key!r} has no published TPOTs and mean acceptance length to fit to")
+        hw, model = resolve_hardware(str(row.catalog_hardware)), resolve_model(str(row.catalog_model))
+        k = int(row.num_speculative_tokens or 0)
+        settings = dict(row.engine_settings)
+        plain = EngineConfig(**{**settings, "enable_prefix_caching": False})
+        drafting = replace(plain, num_speculative_tokens=k, speculative_method=row.method)
+        context = int(row.prompt_tokens or 0) + int(row.output_tokens or 0) // 2
+        s0 = CalibratedCost.typical(hw, model, engine=plain).batch_time_s(Batch(1, context))
+        cost = CalibratedCost.typical(hw, model, engine=drafting)
+        step = Batch(1, context, decode_draft_tokens=k)
+        assert cost.drafter is not None
+        passes = drafter_terms(step, cost.drafter, hw, cost=cost)["draft_passes"]
+        with_drafts, baseline, length = (float(v) for v in given)  # type: ignore[arg-type]
+        records.append((row.key, k, length, s0, cost.batch_time_s(step) - passes, baseline / with_drafts))
+
+    def speedups(o: float) -> np.ndarray:
+        return np.array([al * s0 / (sk + k * o) for _key, k, al, s0, sk, _pub in records])
+
+    published = np.array([r[5] for r in records])
+    worst = [float(np.abs(np.log(speedups(o) / published)).max()) for o in grid_s]
+    best = float(grid_s[int(np.argmin(worst))])
+    table = pd.DataFrame(
+        {
+            "key": [r[0] for r in records],
+            "published_speedup": published,
+            "speedup_without": speedups(0.0),
+            "speedup_with": speedups(best),
+        }
+    )
+    table["without_over_published"] = table["speedup_without"] / table["published_speedup"]
+    table["with_over_published"] = table["speedup_with"] / table["published_speedup"]
+    return DraftPassFit(overhead_s=best, table=table)
