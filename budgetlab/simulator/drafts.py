@@ -156,6 +156,13 @@ class Drafts:
         room = self.max_model_len - computed - 1
         return n if n < room else room
 
+    def running_chunk(self, request: int, computed: int, known: int, cap: int) -> tuple[int, int]:
+        """S3 and S8: where a running ``request``'s chunk starts (pipelined: past its drafts still in
+        flight, which the scheduler counts as accepted, in its known tokens too) and how many tokens
+        it takes within ``cap`` (0: none) [tokens]."""
+        lag = self.lag[request]
+        return computed + lag, self.chunk_tokens(request, computed + lag, known + lag, cap)
+
     def slot_tokens(self, computed: int, num_tokens: int) -> int:
         """S4: the tokens a chunk's allocation must hold, lookahead included [tokens]."""
         end = computed + num_tokens + self.lookahead

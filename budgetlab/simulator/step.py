@@ -139,11 +139,8 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
                 n = budget
             if threshold_tokens and n > threshold_tokens:
                 n = threshold_tokens
-        else:
-            lag = drafts.lag[r]  # S8: pipelined, the scheduler counts its in-flight drafts as accepted
-            c += lag
-            g += lag  # (so its known tokens too)
-            n = drafts.chunk_tokens(r, c, prompt[r] + g, chunk_cap(budget, input_left - slots, threshold_tokens))
+        else:  # S3, S8
+            c, n = drafts.running_chunk(r, c, prompt[r] + g, chunk_cap(budget, input_left - slots, threshold_tokens))
             if n <= 0:
                 continue  # S3: nothing left below max_model_len (pipelined, past its in-flight drafts)
         if groups is None:
@@ -166,7 +163,7 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
             allocate_in_groups(state, r, c, n)
         if drafts is not None:
             input_left -= n + slots
-            schedule_drafts(state, plan, r, c + n - prompt[r] - g)
+            schedule_drafts(state, plan, r, c + n)
         add_request(r)
         add_tokens(n)
         add_kind(RECOMPUTE if recomputing[r] else (DECODE if g else PREFILL))
@@ -194,13 +191,16 @@ def allocate_in_groups(state: SimState, request: int, computed_tokens: int, num_
     groups.allocate(request, slots, cache_tokens=min(end, cache_limit_tokens(state, request)) if groups.caching else 0)
 
 
-def schedule_drafts(state: SimState, plan: StepPlan, request: int, num_drafts: int) -> None:
-    """S3: ``request``'s chunk schedules ``num_drafts`` of its pending drafts (the tokens past its
-    known ones); whatever it had pending is spent (vLLM clears ``spec_token_ids``)."""
+def schedule_drafts(state: SimState, plan: StepPlan, request: int, end_tokens: int) -> None:
+    """S3: ``request``'s chunk, ending at ``end_tokens``, schedules the pending drafts past its known
+    tokens (pipelined, as the scheduler counts them: its in-flight drafts included, S8); whatever it
+    had pending is spent (vLLM clears ``spec_token_ids``)."""
     drafts = state.drafts
     assert drafts is not None
     if drafts.pending[request]:
         drafts.pending[request] = 0
+        req = state.req
+        num_drafts = end_tokens - req.prompt_tokens[request] - req.generated_tokens[request] - drafts.lag[request]
         if num_drafts > 0:
             plan.drafts[request] = num_drafts
 
@@ -267,11 +267,8 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
                 n = budget
             if threshold_tokens and n > threshold_tokens:
                 n = threshold_tokens
-        else:
-            lag = drafts.lag[r]  # S8: pipelined, the scheduler counts its in-flight drafts as accepted
-            c += lag
-            g += lag  # (so its known tokens too)
-            n = drafts.chunk_tokens(r, c, prompt[r] + g, chunk_cap(budget, input_left - slots, threshold_tokens))
+        else:  # S3, S8
+            c, n = drafts.running_chunk(r, c, prompt[r] + g, chunk_cap(budget, input_left - slots, threshold_tokens))
             if n <= 0:
                 continue  # S3: nothing left below max_model_len (pipelined, past its in-flight drafts)
         if groups is None:
@@ -308,7 +305,7 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
             allocate_in_groups(state, r, c, n)
         if drafts is not None:
             input_left -= n + slots
-            schedule_drafts(state, plan, r, c + n - prompt[r] - g)
+            schedule_drafts(state, plan, r, c + n)
         plan.requests.append(r)
         plan.num_tokens.append(n)
         plan.kinds.append(RECOMPUTE if recomputing[r] else (DECODE if g else PREFILL))
