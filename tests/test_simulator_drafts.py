@@ -248,3 +248,15 @@ def test_without_acceptance_the_methods_published_one_is_drawn_and_a_draft_model
     )
     with pytest.raises(ParameterError, match="acceptance="):
         run(requests, engine(3, "draft_model"))
+
+
+def test_a_threshold_that_cuts_a_padded_admission_stops_as_vllm_does():
+    # S5: b's hit leaves one token, padded to 1 + 2 = 3; a threshold of 2 would cut it, where vLLM
+    # 0.33's schedule() fails `assert num_new_tokens == 1 + self.num_spec_tokens`.
+    a = Request("a", 0.0, 9, 6, prefix_id="p", prefix_tokens=9)
+    b = Request("b", 1.0, 9, 3, prefix_id="p", prefix_tokens=9)
+    eng = engine(2, block_size=4, enable_prefix_caching=True, long_prefill_token_threshold=2)
+    with pytest.raises(ConfigError, match="threshold"):
+        run([a, b], eng, acceptance=NOTHING_ACCEPTED)
+    # A threshold of 1 + k or more, or none, is fine.
+    run([a, b], engine(2, block_size=4, enable_prefix_caching=True, long_prefill_token_threshold=3))

@@ -32,7 +32,8 @@ S5. *A waiting request* asks as before (its known tokens less its hit; it has no
     a uniform decode batch) when no running request in the step is a prefill chunk, some running
     request was scheduled or it starts past 0, and ``computed + 1 + k + 1 <= max_model_len``; if
     ``1 + k`` exceeds the budget left the waiting pass ends. Its ``k`` padding drafts are
-    placeholders: never accepted.
+    placeholders: never accepted. A ``long_prefill_token_threshold`` below ``1 + k`` that would cut
+    it is refused (:class:`~budgetlab.errors.ConfigError`): vLLM 0.33 fails an assertion there.
 S6. *Verification* (``update_from_output``): a chunk with ``d > 0`` drafts scheduled is the
     request's next verification; it accepts ``a = min(a_i, d)`` (``Request.accepted_drafts``, or an
     acceptance model) and yields ``a + 1`` tokens, trimmed at ``output_tokens``; the ``d − a``

@@ -19,6 +19,7 @@ The fast paths (:mod:`~budgetlab.simulator.fast`) must give exactly what this gi
 
 from __future__ import annotations
 
+from budgetlab.errors import SchedulerStallError
 from budgetlab.simulator.state import (
     DECODE,
     PREFILL,
@@ -60,11 +61,17 @@ def reference_step(state: SimState) -> None:
     budget, free = running_pass(state, plan, threshold)
     if not plan.preempted:
         free = admit_waiting(state, plan, budget_left_tokens=budget, free_blocks=free, threshold_tokens=threshold)
-    if not plan.requests and not state.finishing:
-        raise RuntimeError(
-            f"internal error: the step at t={state.now_s!r} s scheduled nothing with "
-            f"{len(state.running)} running and {len(waiting)} waiting requests"
-        )
+    if not plan.requests and not state.finishing and not plan.preempted:
+        drafts = state.drafts
+        if drafts is None:
+            raise RuntimeError(
+                f"internal error: the step at t={state.now_s!r} s scheduled nothing with "
+                f"{len(state.running)} running and {len(waiting)} waiting requests"
+            )
+        if not (state.pipelined and drafts.in_flight):
+            raise_stuck(state)
+        # drafts.py S8: pipelined, a request held at max_model_len - 1 by its in-flight drafts gets no
+        # token; like vLLM, an iteration that schedules nothing (or only preempts) is still a step
     batch = plan.batch()
     duration = step_duration_s(state, batch)
     record_step(
@@ -528,3 +535,19 @@ def verify(state: SimState, plan: StepPlan, request: int, generated_tokens: int)
     if groups is not None and groups.caching:
         groups.cache(request, computed)
     return generated
+
+
+def raise_stuck(state: SimState) -> None:
+    """Raise :class:`~budgetlab.errors.SchedulerStallError` for a speculating engine that can
+    schedule nothing, ever: vLLM's scheduler would wait forever here too."""
+    head = state.waiting[0] if state.waiting else None
+    who = f"the head of the waiting queue (request {state.ids[head]!r})" if head is not None else "no request"
+    k = state.drafts.k if state.drafts is not None else 0
+    lookahead = state.drafts.lookahead if state.drafts is not None else 0
+    raise SchedulerStallError(
+        f"at t = {state.now_s:.6g} s nothing can be scheduled and nothing is running: {who} cannot be admitted, "
+        "and vLLM's scheduler would wait forever too. With speculative decoding either its chunk does not fit "
+        f"the budget (a single-token chunk is padded to 1 + k = {1 + k} tokens, and a draft model reserves one "
+        "more input slot per request: raise max_num_batched_tokens), or its KV blocks with the drafter's "
+        f"{lookahead} lookahead slots do not fit the free pool (a larger KV pool); or lower num_speculative_tokens."
+    )

@@ -14,6 +14,7 @@ import math
 from typing import NamedTuple
 
 from budgetlab.admission import budget_has_room, kv_blocks_fit, seq_slot_free
+from budgetlab.errors import ConfigError
 from budgetlab.memory import ceil_blocks
 from budgetlab.simulator.blocks import Hit
 from budgetlab.simulator.kv_groups import GroupHit
@@ -133,6 +134,8 @@ def _grouped_admission(
                 return refused
             n, padded = pad, True
     if threshold_tokens and n > threshold_tokens:
+        if padded:
+            raise_threshold_cuts_padding(threshold_tokens, n)
         n = threshold_tokens
     if n > budget_left_tokens:
         if not state.chunked_prefill:
@@ -240,3 +243,19 @@ def _count_hit(state: SimState, plan: StepPlan, head: int, known_tokens: int, hi
         state.req.recompute_hit_tokens[head] += hit_tokens
     else:
         state.req.prefix_hit_tokens[head] = hit_tokens
+
+
+def raise_threshold_cuts_padding(threshold_tokens: int, padded_tokens: int) -> None:
+    """vLLM 0.33 stops here: a ``long_prefill_token_threshold`` below ``1 + k`` cuts a padded
+    admission (:mod:`.drafts` S5), and ``Scheduler.schedule`` fails its own ``assert num_new_tokens
+    == 1 + self.num_spec_tokens``.
+
+    Raises
+    ------
+    ConfigError
+    """
+    raise ConfigError(
+        f"long_prefill_token_threshold ({threshold_tokens}) cuts a single-token admission padded to 1 + k = "
+        f"{padded_tokens} tokens, where vLLM 0.33's scheduler fails its own assertion (num_new_tokens == 1 + "
+        f"num_spec_tokens) and the engine stops. Set the threshold to 0 or to at least {padded_tokens}."
+    )
