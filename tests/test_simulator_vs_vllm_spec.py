@@ -10,6 +10,10 @@ must be identical: the chunks scheduled (request, tokens — drafts included —
 position the chunk starts at) in scheduling order, the requests preempted, those finished, and the
 free blocks right after scheduling (the format of ``test_simulator_vs_vllm_hybrid.py``, whose
 helpers this reuses).
+
+Scenarios named ``priority-…`` ran under vLLM's priority policy (``scheduling_policy:
+"priority"``, each request's ``priority``); vLLM stamped requests submitted at the same step a
+moment apart in the order of ``requests``, which is budgetlab's reading of equal arrival times.
 """
 
 from __future__ import annotations
@@ -38,8 +42,10 @@ def scenarios() -> list[dict]:
     return fixture()["scenarios"]
 
 
-def names(async_scheduling: bool) -> list[str]:
-    return [s["name"] for s in scenarios() if s["async_scheduling"] == async_scheduling]
+def names(async_scheduling: bool, policy: str = "fcfs") -> list[str]:
+    return [
+        s["name"] for s in scenarios() if s["async_scheduling"] == async_scheduling and s["scheduling_policy"] == policy
+    ]
 
 
 def scenario(name: str) -> dict:
@@ -59,6 +65,7 @@ def engine_of(sc: dict) -> EngineConfig:
         async_scheduling=sc["async_scheduling"],
         num_speculative_tokens=sc["num_speculative_tokens"],
         speculative_method=sc["method"],
+        scheduling_policy=sc["scheduling_policy"],
     )
 
 
@@ -72,6 +79,7 @@ def requests_of(sc: dict) -> list[Request]:
             prefix_id=r.get("prefix_id"),
             prefix_tokens=r.get("prefix_tokens", 0),
             accepted_drafts=r["accepted_drafts"],
+            priority=r.get("priority", 0),
         )
         for r in sc["requests"]
     ]
@@ -99,6 +107,24 @@ def test_the_fixture_covers_the_issue():
     assert sum(s["prefix_hits"] for s in summary) >= 20
 
 
+def test_the_fixture_covers_the_priority_policy():
+    prio = [sc for sc in scenarios() if sc["scheduling_policy"] == "priority"]
+    assert {sc["scheduling_policy"] for sc in scenarios()} == {"fcfs", "priority"}
+    assert len(prio) >= 30
+    assert {(sc["method"], sc["async_scheduling"]) for sc in prio} == {
+        (m, a) for m in ("ngram", "draft_model") for a in (False, True)
+    }
+    assert sum(sc["enable_prefix_caching"] for sc in prio) >= 5
+    summary = [sc["summary"] for sc in prio]
+    assert sum(s["preemptions"] > 0 for s in summary) >= 15
+    assert sum(s["priority_victims_not_tail"] for s in summary) >= 10  # not FCFS's victim
+    assert sum(s["priority_victims_before_current"] for s in summary) >= 5  # chunks withdrawn
+    assert sum(s["priority_victims_self"] for s in summary) >= 10
+    priorities = [r["priority"] for sc in prio for r in sc["requests"]]
+    assert min(priorities) < 0 < max(priorities)
+    assert sum(len({r["arrival_step"] for r in sc["requests"]}) < len(sc["requests"]) for sc in prio) >= 15
+
+
 def test_the_per_method_numbers_are_vllms():
     for sc in scenarios():
         rules = draft_rules(sc["method"], sc["num_speculative_tokens"])
@@ -114,4 +140,9 @@ def test_synchronous_speculative_decoding_matches_vllm_step_by_step(name):
 
 @pytest.mark.parametrize("name", names(async_scheduling=True))
 def test_pipelined_speculative_decoding_matches_vllm_step_by_step(name):
+    check(name)
+
+
+@pytest.mark.parametrize("name", names(async_scheduling=False, policy="priority") + names(True, "priority"))
+def test_priority_speculative_decoding_matches_vllm_step_by_step(name):
     check(name)
