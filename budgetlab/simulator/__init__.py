@@ -273,9 +273,10 @@ def simulate(
         verification accepts, e.g. :class:`~budgetlab.workload.AcceptanceRates` or
         :class:`~budgetlab.workload.MeanAcceptanceLength`, drawn per request (seeded by
         ``(acceptance_seed, its position in requests)``). ``None``: the requests'
-        ``accepted_drafts`` are replayed when any has them, else the method's published
-        acceptance (:func:`~budgetlab.workload.default_acceptance`) is drawn. Ignored when the
-        engine does not speculate.
+        ``accepted_drafts`` are replayed when any has them (the others accept nothing), else the
+        method's published acceptance (:func:`~budgetlab.workload.default_acceptance`) is drawn
+        (none is published for ``"draft_model"``: a ParameterError asks for a model). Ignored
+        when the engine does not speculate.
     acceptance_seed : int
         Seed of those draws [-], >= 0.
 
@@ -293,7 +294,12 @@ def simulate(
         finish).
     SchedulerStallError
         No request sampled a token for a very long time: the requests preempt each other in a
-        cycle (vLLM's rules allow it with ``scheduler_reserve_full_isl=False``).
+        cycle (vLLM's rules allow it with ``scheduler_reserve_full_isl=False``); or, speculating,
+        nothing runs and the head of the queue can never be admitted (vLLM waits forever there).
+    ConfigError
+        A speculative configuration budgetlab does not simulate yet (the message names the
+        change), or a threshold below ``1 + k`` cutting a padded admission (where vLLM 0.33
+        stops on its own assertion).
     ValueError
         Duplicate ids, malformed requests, no requests, an unknown mode, or a KV pool that
         cannot be derived (:class:`~budgetlab.errors.ParameterError`); step times from the
@@ -411,12 +417,14 @@ class SimResult:
         input's arrival); 0 for a trace that starts at 0.
     steps : pandas.DataFrame
         One row per executed step (built on first access, :data:`STEP_COLUMNS`):
-        ``start_at_s``, ``duration_s``, ``num_decode_tokens``, ``num_prefill_tokens``
-        (prefill and recompute chunks), ``num_running``, ``num_waiting``,
+        ``start_at_s``, ``duration_s``, ``num_decode_tokens`` (speculating: the drafts they
+        verify and padded admissions included), ``num_prefill_tokens`` (prefill and recompute
+        chunks), ``num_running``, ``num_waiting``,
         ``num_free_kv_blocks`` (the last three measured after scheduling the step; free
         blocks include cached blocks nobody holds), ``num_preemptions``,
         ``num_cached_tokens`` (prefix-cache hits of the requests it admitted [tokens]) and
-        ``forward_pass`` (False for a pipelined iteration that schedules nothing).
+        ``forward_pass`` (False for an iteration that schedules nothing: pipelined, or
+        speculating and only preempting).
         ``start_at_s`` is relative to ``time_origin_s``.
     """
 

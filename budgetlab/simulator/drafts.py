@@ -27,11 +27,12 @@ S4. *KV slots.* A chunk of ``n`` tokens needs the blocks of ``min(computed + n +
     blocks of rejected drafts and of earlier lookahead are kept); blocks enter the prefix cache only
     up to the request's known tokens (drafts are never cached).
 S5. *A waiting request* asks as before (its known tokens less its hit; it has no drafts), capped by
-    ``min(token budget, input budget − s)``. One whose chunk is a single token — a resume or a hit
-    ending one token short — is padded to ``1 + k`` tokens (``pad_spec_decode``: vLLM keeps the step
-    a uniform decode batch) when no running request in the step is a prefill chunk, some running
-    request was scheduled or it starts past 0, and ``computed + 1 + k + 1 <= max_model_len``; if
-    ``1 + k`` exceeds the budget left the waiting pass ends. Its ``k`` padding drafts are
+    ``min(token budget, input budget − s)``. One whose chunk is a single token — a prefix hit (or a
+    resume's) ending one token short, or a one-token prompt — is padded to ``1 + k`` tokens
+    (``pad_spec_decode``: vLLM keeps the step a uniform decode batch, priced as a decode) when no
+    running request in the step is a prefill chunk, some running request was scheduled or it
+    starts past 0, and ``computed + 1 + k + 1 <= max_model_len``; if ``1 + k`` exceeds the budget
+    left the waiting pass ends. Its ``k`` padding drafts are
     placeholders: never accepted. A ``long_prefill_token_threshold`` below ``1 + k`` that would cut
     it is refused (:class:`~budgetlab.errors.ConfigError`): vLLM 0.33 fails an assertion there.
 S6. *Verification* (``update_from_output``): a chunk with ``d > 0`` drafts scheduled is the
@@ -88,7 +89,7 @@ __all__ = ["Drafts", "new_drafts", "check_drafts_supported"]
 
 
 class Drafts:
-    """Each request's speculative state, and the rules that read it (S1–S7 above).
+    """Each request's speculative state, and the rules that read it (S1–S10 above).
 
     Parameters
     ----------

@@ -56,8 +56,11 @@ class StepPlan:
         decode_context = 0
         prefill_tokens: list[int] = []
         prefill_context: list[int] = []
-        for n, kind, before in zip(self.num_tokens, self.kinds, self.computed_before):
-            if kind == DECODE:
+        padded = self.padded
+        for r, n, kind, before in zip(self.requests, self.num_tokens, self.kinds, self.computed_before):
+            if kind == DECODE or (padded and r in padded and before):
+                # a padded admission (drafts.py S5) runs as vLLM runs it: one new token over its
+                # context and k placeholder drafts, a decode of the uniform 1 + k batch
                 num_decodes += 1
                 decode_tokens += n  # 1, or 1 + the drafts it verifies
                 decode_context += before

@@ -543,11 +543,18 @@ def raise_stuck(state: SimState) -> None:
     head = state.waiting[0] if state.waiting else None
     who = f"the head of the waiting queue (request {state.ids[head]!r})" if head is not None else "no request"
     k = state.drafts.k if state.drafts is not None else 0
-    lookahead = state.drafts.lookahead if state.drafts is not None else 0
+    drafts = state.drafts
+    assert drafts is not None
+    causes = [f"its chunk does not fit the budget (a single-token chunk is padded to 1 + k = {1 + k} tokens"]
+    if drafts.slots:
+        causes[0] += f", and {drafts.rules.method} reserves {drafts.slots} more input slot per request"
+    causes[0] += ": raise max_num_batched_tokens)"
+    if drafts.lookahead:
+        causes.append(
+            f"its KV blocks with {drafts.rules.method}'s {drafts.lookahead} lookahead slots do not fit the free pool "
+            "(a larger KV pool)"
+        )
     raise SchedulerStallError(
         f"at t = {state.now_s:.6g} s nothing can be scheduled and nothing is running: {who} cannot be admitted, "
-        "and vLLM's scheduler would wait forever too. With speculative decoding either its chunk does not fit "
-        f"the budget (a single-token chunk is padded to 1 + k = {1 + k} tokens, and a draft model reserves one "
-        "more input slot per request: raise max_num_batched_tokens), or its KV blocks with the drafter's "
-        f"{lookahead} lookahead slots do not fit the free pool (a larger KV pool); or lower num_speculative_tokens."
+        f"and vLLM's scheduler would wait forever too: {' or '.join(causes)}; or lower num_speculative_tokens."
     )
