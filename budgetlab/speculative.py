@@ -160,12 +160,22 @@ def start_up_warnings(engine: Any) -> tuple[str, ...]:
     vLLM sets ``max_num_scheduled_tokens`` to ``max_num_batched_tokens`` and, below
     :data:`SMALL_SCHEDULED_TOKENS`, warns that the budget may be too small for the drafts
     (``VllmConfig._set_max_num_scheduled_tokens``): every decoding request takes ``1 + k`` of it.
+    A ``long_prefill_token_threshold`` below ``1 + k`` is not refused at start-up, but it stops the
+    engine when it cuts a padded admission (``Scheduler.schedule``'s assertion).
     """
     k = engine.num_speculative_tokens
-    if not k or engine.max_num_batched_tokens >= SMALL_SCHEDULED_TOKENS:
-        return ()
-    return (
-        f"vLLM warns: max_num_scheduled_tokens is {engine.max_num_batched_tokens:,} with {k} speculative tokens "
-        f"(below {SMALL_SCHEDULED_TOKENS:,}); each decoding request takes {1 + k} of it, so performance may suffer. "
-        "It suggests a larger max_num_batched_tokens or fewer speculative tokens.",
-    )
+    out = []
+    if k and engine.max_num_batched_tokens < SMALL_SCHEDULED_TOKENS:
+        out.append(
+            f"vLLM warns: max_num_scheduled_tokens is {engine.max_num_batched_tokens:,} with {k} speculative tokens "
+            f"(below {SMALL_SCHEDULED_TOKENS:,}); each decoding request takes {1 + k} of it, so performance may "
+            "suffer. It suggests a larger max_num_batched_tokens or fewer speculative tokens."
+        )
+    threshold = engine.long_prefill_token_threshold
+    if k and 0 < threshold < 1 + k:
+        out.append(
+            f"long_prefill_token_threshold ({threshold}) is below 1 + k = {1 + k}: when it cuts a single-token "
+            "admission padded to 1 + k, vLLM 0.33's scheduler fails its own assertion and stops (budgetlab raises "
+            f"ConfigError there). Set it to 0 or to at least {1 + k}."
+        )
+    return tuple(out)

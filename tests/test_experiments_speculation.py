@@ -69,7 +69,7 @@ def test_room_counts_the_decoding_requests_given_and_never_goes_below_zero():
 
 
 def test_room_by_k_is_one_row_per_k_with_the_baseline():
-    table = prefill_room_by_k(_engine(1, "eagle3"), tokens=[5, 1])
+    table = prefill_room_by_k(_engine(1, "eagle3"), num_speculative_tokens=[5, 1])
     assert list(table.num_speculative_tokens) == [0, 1, 5]
     assert list(table.prefill_room_tokens) == [1792, 1536, 512]
     assert list(table.decode_tokens) == [256, 512, 1536]
@@ -77,17 +77,21 @@ def test_room_by_k_is_one_row_per_k_with_the_baseline():
     assert table.speculative_method.isna().tolist() == [True, False, False]
     assert table.speculative_method.iloc[1] == "eagle3"
     assert table.prefill_room_fraction.iloc[-1] == pytest.approx(0.25)
-    drafted = prefill_room_by_k(_engine(), tokens=[5], speculative_method="draft_model", num_decoding=100)
+    drafted = prefill_room_by_k(
+        _engine(), num_speculative_tokens=[5], speculative_method="draft_model", num_decoding=100
+    )
     # k = 0: 2,048 - 100; k = 5: 2,048 - 100 x (1 + 5 + 1) - 1
     assert list(drafted.drafting_slots) == [0, 100] and list(drafted.prefill_room_tokens) == [1948, 1347]
     with pytest.raises(ParameterError, match="drafting method"):
-        prefill_room_by_k(_engine(), tokens=[1])
+        prefill_room_by_k(_engine(), num_speculative_tokens=[1])
 
 
 def test_vllm_refuses_a_budget_the_lookahead_fills():
     with pytest.raises(ConfigError, match="lookahead"):
         prefill_room_by_k(
-            EngineConfig(max_num_batched_tokens=4, max_num_seqs=4), tokens=[4], speculative_method="eagle3"
+            EngineConfig(max_num_batched_tokens=4, max_num_seqs=4),
+            num_speculative_tokens=[4],
+            speculative_method="eagle3",
         )
 
 
@@ -107,7 +111,7 @@ def test_with_a_constant_step_every_accepted_draft_is_a_step_saved():
         hardware="h100-sxm",
         model="llama-3.1-8b",
         rates_per_s=[0.5],
-        tokens=[2],
+        num_speculative_tokens=[2],
         cost=ConstantCost(0.01),
         acceptance=AcceptanceRates(per_position=(1.0,)),
     )
@@ -127,7 +131,7 @@ def test_with_nothing_accepted_drafting_only_costs():
         hardware="h100-sxm",
         model="llama-3.1-8b",
         rates_per_s=[0.5, 40.0],
-        tokens=[3],
+        num_speculative_tokens=[3],
         cost="ideal",
         acceptance=AcceptanceRates(per_position=(0.0,)),
     )
@@ -168,7 +172,7 @@ def test_tune_speculation_picks_the_k_that_carries_more_load_and_says_why():
         speculative_method="eagle3",
         hardware="h100-sxm",
         model="llama-3.1-8b",
-        tokens=[2],
+        num_speculative_tokens=[2],
         cost="ideal",
         acceptance=MeanAcceptanceLength(2.5, 2),
         tolerance_fraction=0.1,
@@ -180,3 +184,61 @@ def test_tune_speculation_picks_the_k_that_carries_more_load_and_says_why():
     assert table.gain[0] == 1.0 and table.gain[2] == pytest.approx(table.capacity_per_s[2] / table.capacity_per_s[0])
     assert "(ideal cost)" in result.explanation[0]
     assert result.explanation[1].startswith("Recommendation: num_speculative_tokens = 2")
+
+
+def test_a_sweep_takes_k_and_the_method_as_knobs_and_each_seed_draws_its_own_acceptance():
+    from budgetlab.experiments.executors import SerialExecutor
+    from budgetlab.experiments.sweep import sweep
+
+    table = sweep(
+        _tiny(),
+        budgets=512,
+        max_num_seqs=16,
+        rates_per_s=[1.0],
+        num_speculative_tokens=[0, 3],
+        speculative_method="eagle3",
+        seed=[0, 1],
+        hardware="h100-sxm",
+        model="llama-3.1-8b",
+        cost=ConstantCost(0.01),
+        engine=_engine(),
+        acceptance=MeanAcceptanceLength(2.0, 3),
+        executor=SerialExecutor(),
+    )
+    assert list(zip(table.num_speculative_tokens, table.speculative_method, table.seed)) == [
+        (0, "none", 0),
+        (0, "none", 1),
+        (3, "eagle3", 0),
+        (3, "eagle3", 1),
+    ]
+    drafted = table[table.num_speculative_tokens == 3]
+    assert drafted.tpot_mean_s.iloc[0] != drafted.tpot_mean_s.iloc[1]  # two seeds, two draws
+    with pytest.raises(ParameterError, match="speculative_method"):
+        sweep(
+            _tiny(),
+            budgets=512,
+            max_num_seqs=16,
+            rates_per_s=[1.0],
+            num_speculative_tokens=[2],
+            hardware="h100-sxm",
+            model="llama-3.1-8b",
+            cost=ConstantCost(0.01),
+            engine=_engine(),
+        )
+
+
+def test_tune_checks_its_speculation_knob_before_it_simulates():
+    from budgetlab.experiments.tune import tune
+
+    slo = SLO(ttft_p90_s=1.0)
+    with pytest.raises(ParameterError, match="drafting method"):
+        tune(_tiny(), slo=slo, hardware="h100-sxm", model="llama-3.1-8b", num_speculative_tokens=[1, 2])
+    with pytest.raises(ConfigError, match="speculative_method must be one of"):
+        tune(
+            _tiny(),
+            slo=slo,
+            hardware="h100-sxm",
+            model="llama-3.1-8b",
+            num_speculative_tokens=[1],
+            speculative_method="medusa",
+        )

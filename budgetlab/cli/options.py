@@ -205,8 +205,9 @@ def add_engine(parser: argparse.ArgumentParser, *, grid: bool = False) -> None:
     )
     group.add_argument(
         "--speculative-method",
-        choices=SPECULATIVE_METHODS,
-        help="speculative decoding's drafter (with --num-speculative-tokens)",
+        choices=tuple(m for m in SPECULATIVE_METHODS if m != "draft_model"),
+        help="speculative decoding's drafter (with --num-speculative-tokens; a draft model needs the Python "
+        "API, which takes the draft model and its acceptance)",
     )
     group.add_argument("--dtype", metavar="DTYPE", help="weights and activations dtype (auto)")
     group.add_argument("--kv-cache-dtype", metavar="DTYPE", help="KV cache dtype (auto; e.g. fp8)")

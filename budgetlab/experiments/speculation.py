@@ -12,7 +12,7 @@ become compute-bound, so each rejected draft costs real time; past some load ``k
 * :func:`stops_paying_per_s` — from that table, the lowest load at which each ``k`` is no longer
   faster than ``k = 0``; :func:`best_k_by_load` — the fastest ``k`` at each load.
 * :func:`tune_speculation` — the capacity under an SLO for each ``k`` at a fixed budget and cap,
-  and the recommended ``k`` (:func:`budgetlab.tune` runs it with ``speculative_tokens=``).
+  and the recommended ``k`` (:func:`budgetlab.tune` runs it with ``num_speculative_tokens=``).
 * :func:`prefill_room_tokens` and :func:`prefill_room_by_k` — the budget arithmetic: the prompt
   tokens a step still schedules beside requests that decode and verify their drafts.
 
@@ -50,6 +50,7 @@ __all__ = [
     "SPECULATIVE_TOKENS",
     "SPEEDUP_METRIC",
     "SpeculationResult",
+    "check_speculation_knob",
     "prefill_room_tokens",
     "prefill_room_by_k",
     "speculation_by_load",
@@ -65,7 +66,7 @@ SPEEDUP_METRIC = "tpot_mean_s"
 
 
 def _tokens_axis(tokens: object) -> tuple[int, ...]:
-    axis = grid_axis("tokens", tokens, lambda name, v: int_at_least(name, v, 0))
+    axis = grid_axis("num_speculative_tokens", tokens, lambda name, v: int_at_least(name, v, 0))
     if 0 not in axis:
         axis = (0, *axis)  # the baseline every speed-up is measured against
     return tuple(sorted(axis))
@@ -133,17 +134,17 @@ def prefill_room_tokens(engine: EngineConfig, *, num_decoding: int | None = None
 def prefill_room_by_k(
     engine: EngineConfig,
     *,
-    tokens: int | Sequence[int] = SPECULATIVE_TOKENS,
+    num_speculative_tokens: int | Sequence[int] = SPECULATIVE_TOKENS,
     speculative_method: str | None = None,
     num_decoding: int | None = None,
 ) -> pd.DataFrame:
-    """:func:`prefill_room_tokens` for each ``k`` of ``tokens`` (0 always included) with
+    """:func:`prefill_room_tokens` for each ``k`` of ``num_speculative_tokens`` (0 always included) with
     ``engine``'s budget and cap.
 
     Parameters
     ----------
     engine : EngineConfig
-    tokens : int or sequence of int
+    num_speculative_tokens : int or sequence of int
         ``k`` values [tokens].
     speculative_method : str, optional
         The drafter; default ``engine.speculative_method``.
@@ -162,7 +163,7 @@ def prefill_room_by_k(
     method = str(template.speculative_method)
     n = _num_decoding(engine, num_decoding)
     rows = []
-    for k in _tokens_axis(tokens):
+    for k in _tokens_axis(num_speculative_tokens):
         variant = replace(template, num_speculative_tokens=k, speculative_method=method if k else None)
         slots = draft_rules(method, k).new_slots_for_drafting if k else 0
         room = prefill_room_tokens(variant, num_decoding=n)
@@ -191,6 +192,22 @@ def _drafting(engine: EngineConfig, method: str | None) -> EngineConfig:
     return replace(engine, num_speculative_tokens=1, speculative_method=method)
 
 
+def check_speculation_knob(
+    engine: EngineConfig, num_speculative_tokens: object, speculative_method: str | None
+) -> None:
+    """Refuse a ``k`` axis or a drafter that cannot run, before any simulation (:func:`budgetlab.tune`
+    checks its ``num_speculative_tokens`` with this).
+
+    Raises
+    ------
+    ParameterError, ConfigError
+    """
+    template = _drafting(engine, speculative_method)
+    for k in _tokens_axis(num_speculative_tokens):
+        if k:
+            replace(template, num_speculative_tokens=k)  # EngineConfig's checks: vLLM's refusals
+
+
 def speculation_by_load(
     workload: SweepWorkload,
     *,
@@ -198,7 +215,7 @@ def speculation_by_load(
     hardware: str | HardwareSpec,
     model: str | ModelSpec,
     rates_per_s: float | Sequence[float],
-    tokens: int | Sequence[int] = SPECULATIVE_TOKENS,
+    num_speculative_tokens: int | Sequence[int] = SPECULATIVE_TOKENS,
     speculative_method: str | None = None,
     cost: CostSpec = "typical",
     acceptance: AcceptanceModel | None = None,
@@ -207,7 +224,7 @@ def speculation_by_load(
     progress: ProgressSpec = None,
     mode: SimMode = "fast",
 ) -> pd.DataFrame:
-    """Each ``k`` of ``tokens`` (0 always included) at each load: the sweep's row plus
+    """Each ``k`` of ``num_speculative_tokens`` (0 always included) at each load: the sweep's row plus
     ``speedup`` = ``tpot_mean_s`` at ``k = 0`` / ``tpot_mean_s`` at ``k`` (same load, same
     requests; > 1: drafting is faster).
 
@@ -220,7 +237,7 @@ def speculation_by_load(
     hardware, model : str or spec
     rates_per_s : float or sequence of float
         Offered loads [1/s].
-    tokens : int or sequence of int
+    num_speculative_tokens : int or sequence of int
         ``k`` values [tokens].
     speculative_method : str or None
     cost : str, callable or cost model
@@ -240,7 +257,7 @@ def speculation_by_load(
         workload,
         budgets=template.max_num_batched_tokens,
         max_num_seqs=template.max_num_seqs,
-        num_speculative_tokens=_tokens_axis(tokens),
+        num_speculative_tokens=_tokens_axis(num_speculative_tokens),
         rates_per_s=rates_per_s,
         hardware=hardware,
         model=model,
@@ -310,6 +327,8 @@ class SpeculationResult:
         One row per ``k``: ``num_speculative_tokens``, ``status``, ``capacity_per_s`` (NaN when
         the SLO fails at every load), ``gain`` (capacity over ``k = 0``'s).
     explanation : tuple of str
+    cost : str
+        The step-cost model every capacity was simulated with.
     """
 
     num_speculative_tokens: int
@@ -317,13 +336,14 @@ class SpeculationResult:
     capacity_per_s: float
     table: pd.DataFrame = field(repr=False)
     explanation: tuple[str, ...] = field(repr=False)
+    cost: str = "typical"
 
     def _repr_html_(self) -> str:
         rows = [
             (f"k = {int(r.num_speculative_tokens)}", f"{r.capacity_per_s:.3g} req/s ({r.status})")
             for r in self.table.itertuples()
         ]
-        return html_table(f"Capacity by drafts ({self.speculative_method})", rows)
+        return html_table(f"Capacity by drafts ({self.speculative_method}, {self.cost} cost)", rows)
 
 
 def tune_speculation(
@@ -333,7 +353,7 @@ def tune_speculation(
     engine: EngineConfig,
     hardware: str | HardwareSpec,
     model: str | ModelSpec,
-    tokens: int | Sequence[int] = SPECULATIVE_TOKENS,
+    num_speculative_tokens: int | Sequence[int] = SPECULATIVE_TOKENS,
     speculative_method: str | None = None,
     cost: CostSpec = "typical",
     acceptance: AcceptanceModel | None = None,
@@ -364,7 +384,7 @@ def tune_speculation(
     tol = check_tolerance(tolerance_fraction)
     template = _drafting(engine, speculative_method)
     method = str(template.speculative_method)
-    axis = _tokens_axis(tokens)
+    axis = _tokens_axis(num_speculative_tokens)
     tasks = [
         CapacityTask(
             workload=workload,
@@ -439,4 +459,5 @@ def tune_speculation(
         capacity_per_s=best,
         table=table,
         explanation=tuple(sentences),
+        cost=cost_label(cost),
     )

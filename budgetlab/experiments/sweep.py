@@ -55,6 +55,7 @@ from budgetlab.memory import num_kv_blocks
 from budgetlab.metrics import SUMMARY_QUANTILES, gate_stats
 from budgetlab.simulator import SimMode, simulate
 from budgetlab.specs import Batch, EngineConfig, HardwareSpec, ModelSpec
+from budgetlab.speculative import draft_rules
 from budgetlab.workload import AcceptanceModel, SweepWorkload, TraceWorkload, check_workload, mean_sequence_tokens
 
 __all__ = [
@@ -213,7 +214,8 @@ class SweepPoint:
     mode : str
         The simulator's mode (``"fast"`` or its reference stepping mode).
     acceptance : AcceptanceModel or None
-        Speculative decoding's acceptance (:func:`budgetlab.simulate`'s ``acceptance``).
+        Speculative decoding's acceptance (:func:`budgetlab.simulate`'s ``acceptance``), drawn
+        with the point's ``seed`` as ``acceptance_seed``.
     """
 
     workload: SweepWorkload
@@ -242,6 +244,7 @@ def run_point(point: SweepPoint) -> dict[str, SweepValue]:
         model=point.model,
         mode=point.mode,
         acceptance=point.acceptance,
+        acceptance_seed=point.seed,  # each workload seed draws its own acceptance
     )
     row = {key: _plain(value) for key, value in result.summary().items()}
     row.update(gate_stats(result, engine=point.engine))
@@ -279,6 +282,7 @@ def sweep(
     progress: ProgressSpec = None,
     mode: SimMode = "fast",
     num_speculative_tokens: int | Sequence[int] | None = None,
+    speculative_method: str | None = None,
     acceptance: AcceptanceModel | None = None,
 ) -> pd.DataFrame:
     """Simulate every point of a grid of knobs and loads; one tidy row per point.
@@ -340,8 +344,9 @@ def sweep(
     mode : str
         Simulator mode (``"fast"``).
     num_speculative_tokens : int, sequence of int, or None
-        Speculative decoding's ``k`` values [tokens], 0 for none; each point's engine drafts with
-        the template's ``speculative_method``. ``None``: the template's own ``k``.
+        Speculative decoding's ``k`` values [tokens], 0 for none. ``None``: the template's own ``k``.
+    speculative_method : str or None
+        The drafter of the points with ``k > 0`` (default: the template's).
     acceptance : AcceptanceModel or None
         How many drafts a verification accepts (:func:`budgetlab.simulate`'s ``acceptance``).
 
@@ -382,7 +387,8 @@ def sweep(
     model_axis = grid_axis("model", model, lambda name, v: resolve_model(v, name=name))  # type: ignore[arg-type]
     cost_axis = _cost_axis(cost)
     seed_axis = grid_axis("seed", seed, random_seed)
-    spec_axis, speculates = _speculation_axis(template, num_speculative_tokens)
+    method = speculative_method if speculative_method is not None else template.speculative_method
+    spec_axis, speculates = _speculation_axis(template, num_speculative_tokens, method)
 
     invalid = [(b, c) for b in budget_axis for c in cap_axis if b < c]
     if invalid and not skip_invalid:
@@ -401,13 +407,13 @@ def sweep(
     ):
         if budget < cap:
             continue
-        method = template.speculative_method if k else None
+        drafter = method if k else None
         eng = replace(
             template,
             max_num_batched_tokens=budget,
             max_num_seqs=cap,
             num_speculative_tokens=k,
-            speculative_method=method,
+            speculative_method=drafter,
         )
         key = (hw.slug, mdl.slug, budget, cap)
         if key not in sized:
@@ -456,17 +462,19 @@ def sweep(
     return pd.DataFrame.from_records(rows)
 
 
-def _speculation_axis(template: EngineConfig, values: object) -> tuple[tuple[int, ...], bool]:
-    """The ``num_speculative_tokens`` axis of a sweep over ``template``, and whether the sweep
-    speculates (the table then has the columns)."""
+def _speculation_axis(template: EngineConfig, values: object, method: str | None) -> tuple[tuple[int, ...], bool]:
+    """The ``num_speculative_tokens`` axis of a sweep over ``template`` drafting with ``method``,
+    and whether the sweep speculates (the table then has the columns)."""
     if values is None:
         return (template.num_speculative_tokens,), bool(template.num_speculative_tokens)
     axis = grid_axis("num_speculative_tokens", values, lambda name, v: int_at_least(name, v, 0))
-    if any(axis) and template.speculative_method is None:
+    if any(axis) and method is None:
         raise ParameterError(
-            "num_speculative_tokens needs a drafting method: give the engine template one, e.g. "
-            "engine=EngineConfig(num_speculative_tokens=1, speculative_method='eagle3')"
+            "num_speculative_tokens needs a drafting method: pass speculative_method='eagle3' (or 'ngram', "
+            "'draft_model', 'eagle', 'mtp'), or an engine template with one"
         )
+    if any(axis) and method is not None:
+        draft_rules(method, 1)  # ConfigError for an unknown method, before anything runs
     return axis, True
 
 

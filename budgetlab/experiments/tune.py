@@ -93,7 +93,7 @@ from budgetlab.experiments.margin import (
 from budgetlab.experiments.progress import ProgressReporter, ProgressSpec, check_progress, progress_reporter
 from budgetlab.experiments.search import check_tolerance
 from budgetlab.experiments.slo import SLO, check_slo
-from budgetlab.experiments.speculation import SpeculationResult, tune_speculation
+from budgetlab.experiments.speculation import SpeculationResult, check_speculation_knob, tune_speculation
 from budgetlab.experiments.sweep import SweepPoint, SweepValue, engine_template
 from budgetlab.metrics import GATE_FRACTION_COLUMNS
 from budgetlab.simulator import SimMode
@@ -195,7 +195,7 @@ class TuneResult:
         The step-cost model every number was simulated with (``"typical"``, ``"ideal"``, a
         factory's or class's name).
     speculation : SpeculationResult or None
-        With ``speculative_tokens``: each ``k``'s capacity at the chosen budget and cap, and the
+        With ``num_speculative_tokens``: each ``k``'s capacity at the chosen budget and cap, and the
         recommended ``k`` (in :attr:`engine`; ``capacity_per_s`` stays the budget search's).
     margin : TuneMargin
         The recommended load and the latency headroom against the neighbours.
@@ -354,7 +354,7 @@ def tune(
     executor: cf.Executor | None = None,
     progress: ProgressSpec = None,
     mode: SimMode = "fast",
-    speculative_tokens: int | Sequence[int] | None = None,
+    num_speculative_tokens: int | Sequence[int] | None = None,
     speculative_method: str | None = None,
     acceptance: AcceptanceModel | None = None,
 ) -> TuneResult:
@@ -401,12 +401,11 @@ def tune(
         a callable gets ``(done, total, label)`` after each.
     mode : str
         Simulator mode.
-    speculative_tokens, speculative_method, acceptance
-        Speculative decoding as a third knob: with the budget and cap chosen, each ``k`` of
-        ``speculative_tokens`` (0 included) drafting with ``speculative_method`` (default:
-        ``engine``'s) gets a capacity search (:func:`~budgetlab.experiments.speculation.tune_speculation`;
-        :attr:`TuneResult.speculation`), and the recommendation drafts the best ``k``. ``acceptance``:
-        as in :func:`budgetlab.simulate`. ``None``: ``engine``'s ``k`` as given.
+    num_speculative_tokens, speculative_method, acceptance
+        A third knob: with the budget and cap chosen (at ``engine``'s ``k``), each ``k`` here (0 too)
+        drafting with ``speculative_method`` (default ``engine``'s) gets a capacity search
+        (:func:`~budgetlab.experiments.speculation.tune_speculation`, :attr:`TuneResult.speculation`)
+        and the recommended engine drafts the best. ``acceptance``: as :func:`budgetlab.simulate`'s.
 
     Returns
     -------
@@ -432,6 +431,8 @@ def tune(
     cost = check_cost(cost)
     seed = random_seed("seed", seed)
     template = engine_template(engine)
+    if num_speculative_tokens is not None:  # checked before minutes of simulations
+        check_speculation_knob(template, num_speculative_tokens, speculative_method)
     tol = check_tolerance(tolerance_fraction)  # in [1e-6, 1): below, floats stop the bisection
     check_executor(executor)
     check_progress(progress)  # before any work
@@ -524,14 +525,14 @@ def tune(
     explanation = (*_explain(guess, candidates, winner, gate, best_budget, best_cap, tol), str(margin))
     speculation = None
     recommended = winner.engine
-    if speculative_tokens is not None:  # the third knob, with the budget and cap chosen
+    if num_speculative_tokens is not None:  # the third knob, with the budget and cap chosen
         speculation = tune_speculation(
             workload,
             slo=slo,
             engine=winner.engine,
             hardware=hw,
             model=mdl,
-            tokens=speculative_tokens,
+            num_speculative_tokens=num_speculative_tokens,
             speculative_method=speculative_method,
             cost=cost,
             acceptance=acceptance,
