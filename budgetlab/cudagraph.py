@@ -102,15 +102,15 @@ at 32 and 64 tokens with a prompt chunk run PIECEWISE at 64.
 
 The drafter's own graphs (Model Runner V2, ``v1/worker/gpu/spec_decode/``)
 -------------------------------------------------------------------------
-S1. EAGLE, EAGLE-3 and MTP (``TargetDependentARSpeculator.init_cudagraph_manager``): the first
+P1. EAGLE, EAGLE-3 and MTP (``TargetDependentARSpeculator.init_cudagraph_manager``): the first
     pass over the step's tokens has its own manager with the engine's mode, sizes and ``q``, and
     is dispatched on the target's padded token count and uniform token count
     (``propose``): it runs in the same mode, padded to the same size, as the target's step.
-S2. Their ``k − 1`` single-token passes run ``FULL_DECODE_ONLY`` with ``q = 1`` (PIECEWISE graphs
+P2. Their ``k − 1`` single-token passes run ``FULL_DECODE_ONLY`` with ``q = 1`` (PIECEWISE graphs
     are not supported for draft decodes): FULL at the smallest capture size ``>=`` the step's
     request count among those ``<= max_num_seqs`` (D1 with ``q = 1``,
     :func:`draft_decode_graph_sizes`), else no graph.
-S3. A draft model (``StandaloneARSpeculator``: "CUDA graph not yet supported") and the n-gram
+P3. A draft model (``StandaloneARSpeculator``: "CUDA graph not yet supported") and the n-gram
     kernels (``NgramGPUSpeculator``) capture nothing: every pass runs without a graph.
 """
 
@@ -298,7 +298,7 @@ def full_graph_sizes(engine: EngineConfig, hardware: HardwareSpec) -> list[int]:
 
 def draft_decode_graph_sizes(engine: EngineConfig, hardware: HardwareSpec) -> list[int]:
     """The FULL graph sizes of an EAGLE, EAGLE-3 or MTP drafter's single-token passes [tokens]
-    (rule S2): the engine's capture sizes up to ``max_num_seqs`` (D1 with ``q = 1``). Empty for
+    (rule P2): the engine's capture sizes up to ``max_num_seqs`` (D1 with ``q = 1``). Empty for
     an engine without graphs.
 
     Examples

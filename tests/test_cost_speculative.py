@@ -299,7 +299,7 @@ def test_layouts_price_the_drafts_queries(slug):
 
 
 # ---------------------------------------------------------------------------------------------
-# CUDA graphs of a speculating engine (cudagraph.py C5, D1-D2, S1-S3)
+# CUDA graphs of a speculating engine (cudagraph.py C5, D1-D2, P1-P3)
 # ---------------------------------------------------------------------------------------------
 
 

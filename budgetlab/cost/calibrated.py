@@ -228,7 +228,7 @@ class CalibratedCost:
     cudagraph_decode_query_len, cudagraph_draft_sizes : int, tuple
         Speculative decoding, recorded by :meth:`for_engine`: the query tokens of a uniform
         decode, ``1 + num_speculative_tokens`` (FULL sizes are multiples of it), and the FULL
-        sizes of an EAGLE or MTP drafter's single-token passes (:mod:`budgetlab.cudagraph`, S2).
+        sizes of an EAGLE or MTP drafter's single-token passes (:mod:`budgetlab.cudagraph`, P2).
     drafter : Drafter or None
         The proposer whose passes every step adds as the term ``drafter``
         (:mod:`budgetlab.cost.speculative_terms`); :meth:`for_engine` sets it from the engine's

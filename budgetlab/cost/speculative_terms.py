@@ -24,7 +24,7 @@ EAGLE, EAGLE-3, MTP (``TargetDependentARSpeculator.propose``)
 Draft model (``StandaloneARSpeculator.propose``)
     The same shape with the draft model's whole forward pass: a first pass over ``T + R`` tokens
     (each request's tokens and one correction slot, ``prepare_prefill_inputs``), then ``k − 1``
-    single-token passes; no CUDA graph at all (rule S3 of :mod:`budgetlab.cudagraph`).
+    single-token passes; no CUDA graph at all (rule P3 of :mod:`budgetlab.cudagraph`).
 N-gram (``NgramGPUSpeculator.propose``)
     Model Runner V2 looks the n-grams up on the GPU: a Triton scan over each scheduled request's
     token history (int32 ids, ``all_token_ids`` kept dense on the GPU) and a small finalize
@@ -62,13 +62,13 @@ own weights, with no ``step_overhead_s`` (the step pays it once). For
 ``draft_prefill``
     The first pass: the head's layer over the step's own :class:`~budgetlab.specs.Batch` (its
     attention over each request's context, its KV read, its all-reduces; dispatched to the same
-    CUDA graph and padding as the target's step, rule S1), plus the replicated input layer over
-    ``T`` tokens. Draft model: its forward over the step's batch with one more token a request,
-    without a graph.
+    CUDA graph and padding as the target's step, rule P1 of :mod:`budgetlab.cudagraph`), plus the
+    replicated input layer over ``T`` tokens. Draft model: its forward over the step's batch with
+    one more token a request, without a graph.
 ``draft_decode``
     The ``k − 1`` single-token passes: the layer (draft model: the model) over ``R`` decodes of
     context ``Σc + T + (j − 1) R`` (draft model: ``+ j R``), FULL graph at the drafter's decode
-    sizes or none (S2, S3), plus the replicated input layer over ``R`` tokens (EAGLE, MTP).
+    sizes or none (P2, P3), plus the replicated input layer over ``R`` tokens (EAGLE, MTP).
 ``draft_lm_head``
     ``k`` LM-head evaluations over ``R`` rows, each a roofline of its own (weights read once,
     ``2 V H`` FLOPs a row). 0 for a draft model (its LM head is in its ``2 × num_params``
