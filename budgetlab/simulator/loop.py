@@ -94,6 +94,13 @@ def raise_stall(state: SimState, limit: int) -> None:
         if not engine.scheduler_reserve_full_isl
         else "Give the KV cache more blocks"
     )
+    drafts = state.drafts
+    if drafts is not None:  # speculating: a request's chunk may need more blocks than its tokens fill
+        hint += (
+            f" (speculating, a request also holds blocks for up to {drafts.k} drafts and "
+            f"{drafts.lookahead} lookahead slots past its tokens: a pool that holds its prompt and output "
+            "alone can be too small; lower num_speculative_tokens)"
+        )
     raise SchedulerStallError(
         f"no request sampled a token in the last {limit:,} steps (t = {state.now_s:.6g} s, "
         f"{len(state.running)} running, {len(state.waiting)} waiting, {state.num_preemptions:,} "

@@ -20,6 +20,7 @@ The fast paths (:mod:`~budgetlab.simulator.fast`) must give exactly what this gi
 from __future__ import annotations
 
 from budgetlab.errors import SchedulerStallError
+from budgetlab.simulator.inputs import request_id_at
 from budgetlab.simulator.state import (
     DECODE,
     PREFILL,
@@ -541,7 +542,9 @@ def raise_stuck(state: SimState) -> None:
     """Raise :class:`~budgetlab.errors.SchedulerStallError` for a speculating engine that can
     schedule nothing, ever: vLLM's scheduler would wait forever here too."""
     head = state.waiting[0] if state.waiting else None
-    who = f"the head of the waiting queue (request {state.ids[head]!r})" if head is not None else "no request"
+    who = "no request"
+    if head is not None:
+        who = f"the head of the waiting queue (request {request_id_at(state.ids, head)!r})"
     k = state.drafts.k if state.drafts is not None else 0
     drafts = state.drafts
     assert drafts is not None
