@@ -83,6 +83,7 @@ __all__ = [
     "allocate_chunk",
     "retire_finished",
     "release_finishing",
+    "chunk_slot_tokens",
     "step_duration_s",
     "record_step",
     "record_events",
@@ -512,6 +513,15 @@ def cache_limit_tokens(state: SimState, request: int) -> int:
     if state.drafts is not None and state.pipelined:  # drafts.py S8: its in-flight step's tokens
         return known - state.drafts.in_flight_tokens[request]
     return known - 1 if request in state.in_flight else known
+
+
+def chunk_slot_tokens(state: SimState, computed_tokens: int, num_tokens: int) -> int:
+    """Tokens a chunk's KV allocation must hold [tokens]: where the chunk ends, and speculating, the
+    drafter's lookahead slots past it, within ``max_model_len`` (:mod:`.drafts` S4)."""
+    drafts = state.drafts
+    if drafts is None:
+        return computed_tokens + num_tokens
+    return drafts.slot_tokens(computed_tokens, num_tokens)
 
 
 def release_blocks(state: SimState, request: int, *, finished: bool) -> int:

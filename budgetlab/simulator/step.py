@@ -29,6 +29,7 @@ from budgetlab.simulator.state import (
     StepPlan,
     allocate_chunk,
     cache_limit_tokens,
+    chunk_slot_tokens,
     new_blocks,
     record_common_gaps,
     record_events,
@@ -156,7 +157,7 @@ def running_pass(state: SimState, plan: StepPlan, threshold_tokens: int) -> tupl
             need = (c + n + block_size - 1) // block_size - (c + block_size - 1) // block_size
         else:  # several KV-cache groups (kv_groups.py, G2 and G3)
             free += groups.free_skipped(r, c - groups.in_flight.get(r, 0))
-            need = groups.num_new_blocks(r, c + n if drafts is None else drafts.slot_tokens(c, n))
+            need = groups.num_new_blocks(r, chunk_slot_tokens(state, c, n))
         if need > free:
             free, still_running = make_room(
                 state, plan, current=r, need_blocks=need, free_blocks=free, scheduled=scheduled
@@ -195,7 +196,7 @@ def allocate_in_groups(state: SimState, request: int, computed_tokens: int, num_
     groups = state.groups
     assert groups is not None
     end = computed_tokens + num_tokens
-    slots = end if state.drafts is None else state.drafts.slot_tokens(computed_tokens, num_tokens)
+    slots = chunk_slot_tokens(state, computed_tokens, num_tokens)
     groups.allocate(request, slots, cache_tokens=min(end, cache_limit_tokens(state, request)) if groups.caching else 0)
 
 
@@ -283,7 +284,7 @@ def running_pass_priority(state: SimState, plan: StepPlan, threshold_tokens: int
             need = new_blocks(c, n, block_size)
         else:  # several KV-cache groups (kv_groups.py, G2 and G3)
             free += groups.free_skipped(r, c - groups.in_flight.get(r, 0))
-            need = groups.num_new_blocks(r, c + n if drafts is None else drafts.slot_tokens(c, n))
+            need = groups.num_new_blocks(r, chunk_slot_tokens(state, c, n))
         dropped = False
         while need > free:
             victim = priority_victim(state)
@@ -545,10 +546,9 @@ def raise_stuck(state: SimState) -> None:
     who = "no request"
     if head is not None:
         who = f"the head of the waiting queue (request {request_id_at(state.ids, head)!r})"
-    k = state.drafts.k if state.drafts is not None else 0
     drafts = state.drafts
     assert drafts is not None
-    causes = [f"its chunk does not fit the budget (a single-token chunk is padded to 1 + k = {1 + k} tokens"]
+    causes = [f"its chunk does not fit the budget (a single-token chunk is padded to 1 + k = {1 + drafts.k} tokens"]
     if drafts.slots:
         causes[0] += f", and {drafts.rules.method} reserves {drafts.slots} more input slot per request"
     causes[0] += ": raise max_num_batched_tokens)"

@@ -18,7 +18,7 @@ from budgetlab.errors import ConfigError
 from budgetlab.memory import ceil_blocks
 from budgetlab.simulator.blocks import Hit
 from budgetlab.simulator.kv_groups import GroupHit
-from budgetlab.simulator.state import DECODE, PREFILL, RECOMPUTE, SimState, StepPlan
+from budgetlab.simulator.state import DECODE, PREFILL, RECOMPUTE, SimState, StepPlan, chunk_slot_tokens
 
 __all__ = ["HeadAdmission", "head_admission", "admit_waiting"]
 
@@ -141,8 +141,7 @@ def _grouped_admission(
         if not state.chunked_prefill:
             return refused
         n = budget_left_tokens
-    slots = hit.tokens + n if drafts is None else drafts.slot_tokens(hit.tokens, n)
-    cost = groups.admission_blocks(hit, slots, capped=False)
+    cost = groups.admission_blocks(hit, chunk_slot_tokens(state, hit.tokens, n), capped=False)
     if cost + reserve > free_blocks:
         return refused
     return HeadAdmission(True, hit, hit.tokens, n, cost, padded)
@@ -178,7 +177,8 @@ def admit_waiting(
     drafts = state.drafts  # speculative decoding (drafts.py): the input budget (S2) and padding (S5)
     slots = drafts.slots if drafts is not None else 0
     input_left = plan.input_left
-    prefill_running = any(kind != DECODE for kind in plan.kinds)
+    # S5's conditions, from the running pass's chunks (only a speculating run reads them)
+    prefill_running = drafts is not None and any(kind != DECODE for kind in plan.kinds)
     running_scheduled = bool(plan.requests)
     while waiting:
         if not budget_has_room(budget_left_tokens=budget):
@@ -210,8 +210,7 @@ def admit_waiting(
             known = req.prompt_tokens[head] + req.generated_tokens[head]
             assert isinstance(admission.hit, GroupHit)
             groups.take_hit(head, admission.hit)
-            slot_tokens = hit_tokens + n if drafts is None else drafts.slot_tokens(hit_tokens, n)
-            groups.allocate(head, slot_tokens, cache_tokens=min(hit_tokens + n, known))
+            groups.allocate(head, chunk_slot_tokens(state, hit_tokens, n), cache_tokens=min(hit_tokens + n, known))
             if groups.caching:
                 _count_hit(state, plan, head, known, hit_tokens)
         elif pool is not None and isinstance(admission.hit, Hit):
