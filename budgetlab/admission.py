@@ -24,7 +24,17 @@ from dataclasses import dataclass
 from budgetlab._checks import FAST_INT_TYPES, int_at_least
 from budgetlab.memory import ceil_blocks
 
-__all__ = ["Gate", "Admission", "seq_slot_free", "budget_has_room", "kv_blocks_fit", "admit"]
+__all__ = [
+    "Gate",
+    "Admission",
+    "seq_slot_free",
+    "budget_has_room",
+    "kv_blocks_fit",
+    "admit",
+    "slot_open",
+    "budget_open",
+    "blocks_open",
+]
 
 
 class Gate(enum.Enum):
@@ -97,7 +107,25 @@ def seq_slot_free(*, num_running: int, max_num_seqs: int) -> bool:
     if type(num_running) is not int or type(max_num_seqs) is not int or num_running < 0 or max_num_seqs < 1:
         num_running = _count("num_running", num_running)
         max_num_seqs = _count("max_num_seqs", max_num_seqs)
+    return slot_open(num_running, max_num_seqs)
+
+
+def slot_open(num_running: int, max_num_seqs: int) -> bool:
+    """:func:`seq_slot_free` without the argument checks: the rule itself, in plain arithmetic
+    that the compiled engine core (:mod:`budgetlab.simulator.core`) compiles as it is."""
     return num_running < max_num_seqs
+
+
+def budget_open(budget_left_tokens: int) -> bool:
+    """:func:`budget_has_room` without the argument checks (see :func:`slot_open`)."""
+    return budget_left_tokens > 0
+
+
+def blocks_open(
+    known_tokens: int, free_blocks: int, block_size: int, held_hit_blocks: int, reserve_blocks: int
+) -> bool:
+    """:func:`kv_blocks_fit` without the argument checks (see :func:`slot_open`)."""
+    return -(-known_tokens // block_size) - held_hit_blocks + reserve_blocks <= free_blocks  # ceil_blocks, inline
 
 
 def budget_has_room(*, budget_left_tokens: int) -> bool:
@@ -110,7 +138,7 @@ def budget_has_room(*, budget_left_tokens: int) -> bool:
     """
     if type(budget_left_tokens) is not int or budget_left_tokens < 0:
         budget_left_tokens = _count("budget_left_tokens", budget_left_tokens)
-    return budget_left_tokens > 0
+    return budget_open(budget_left_tokens)
 
 
 def kv_blocks_fit(
@@ -146,7 +174,7 @@ def kv_blocks_fit(
         block_size = _count("block_size", block_size)
         held_hit_blocks = _count("held_hit_blocks", held_hit_blocks)
         reserve_blocks = _count("reserve_blocks", reserve_blocks)
-    return -(-known_tokens // block_size) - held_hit_blocks + reserve_blocks <= free_blocks  # ceil_blocks, inline
+    return blocks_open(known_tokens, free_blocks, block_size, held_hit_blocks, reserve_blocks)
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ def assert_same(a: SimResult, b: SimResult) -> None:
 
 
 def run_all_modes(requests, eng, cost) -> SimResult:
-    """Simulate in reference mode; check fast mode, and fast mode with the vectorized running
-    pass forced on, agree exactly; return the reference result."""
+    """Simulate in reference mode; check the compiled core (``mode="fast"``), and the compiled
+    core with every step and run priced in Python, agree exactly; return the reference result."""
     reference = simulate(requests, engine=eng, cost=cost, mode="reference")
     assert_same(reference, simulate(requests, engine=eng, cost=cost, mode="fast"))
-    vectorized = simulate_with(requests, engine=eng, cost=cost, options=RunOptions(mode="fast", vector_min_running=1))
+    vectorized = simulate_with(requests, engine=eng, cost=cost, options=RunOptions(mode="fast", price_in_python=True))
     assert_same(reference, vectorized)
     return reference

@@ -25,7 +25,16 @@ from budgetlab import (
     RequestTooLargeError,
     SchedulerStallError,
 )
-from budgetlab.simulator import REQUEST_COLUMNS, STEP_COLUMNS, RunOptions, SimResult, loop, simulate, simulate_with
+from budgetlab.simulator import (
+    REQUEST_COLUMNS,
+    STEP_COLUMNS,
+    RunOptions,
+    SimResult,
+    compiled,
+    loop,
+    simulate,
+    simulate_with,
+)
 
 from sim_modes import assert_same
 from sim_modes import run_all_modes as _run_all_modes
@@ -550,13 +559,15 @@ def test_cost_without_decode_run_method_still_jumps_exactly():
     run_all_modes(reqs, engine(max_num_batched_tokens=32, max_num_seqs=4, block_size=4, num_kv_blocks=40), cost=Plain())
 
 
-def test_fast_mode_jumps_runs_of_decode_only_steps():
-    # 20 requests decoding 500 tokens each, nothing else arriving: fast mode stores a handful
-    # of runs instead of ~500 steps, and still expands to the same tables.
+def test_fast_mode_records_a_decode_run_as_one_row_per_request():
+    # 20 requests decoding 500 tokens each, nothing else arriving: the compiled core records
+    # each request's prefill chunk and its 499 decode steps as 2 rows (40 in all, not 10,000
+    # chunks), and still expands to the same tables and step log.
     reqs = [Request(i, 0.0, 8, 500) for i in range(20)]
     eng = engine(max_num_batched_tokens=256, max_num_seqs=32)
     result = simulate(reqs, engine=eng, cost=STEP, mode="fast")
-    assert result.num_scheduled_steps == 1  # only the prefill step was scheduled normally
+    assert result.num_records == 40
+    assert simulate(reqs, engine=eng, cost=STEP, mode="reference").num_records == 20 + 20 * 499
     assert len(result.steps) == 500
     assert_same(result, simulate(reqs, engine=eng, cost=STEP, mode="reference"))
 
@@ -641,7 +652,8 @@ def test_the_stall_guard_stops_a_run_that_samples_nothing(monkeypatch):
     # request always progresses; test_simulator_priority.py has the scenario that used to
     # cycle), so the guard is reached by lowering its limit to 2 steps: a 20-token prompt on
     # 4-token chunks samples nothing for 4 steps. The error says what to do, in both modes.
-    monkeypatch.setattr(loop, "stall_limit_steps", lambda state: 2)
+    monkeypatch.setattr(loop, "stall_limit_steps", lambda table: 2)  # the reference steps' guard
+    monkeypatch.setattr(compiled, "stall_limit_steps", lambda table: 2)  # the compiled core's
     reqs = [Request("a", 0.0, 20, 2)]
     eng = engine(max_num_batched_tokens=4, max_num_seqs=1, scheduler_reserve_full_isl=False)
     for mode in ("reference", "fast"):

@@ -4,8 +4,6 @@ the numbers stay small)."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from budgetlab.simulator.blocks import BlockKeys, PrefixBlockPool
 
 B = 4
@@ -103,42 +101,3 @@ def test_duplicate_keys_keep_the_earliest_copy_until_it_is_evicted():
     assert pool.lookup(2, 9).blocks == [1, 2]  # the earliest copy
     pool.grow(3, 4)  # 4, 5, 6, then 2: the earliest copy is evicted
     assert pool.lookup(2, 9).blocks == [1, 3]  # the later copy takes over
-
-
-def test_replaying_a_decode_run_equals_doing_its_steps_one_by_one():
-    rng = np.random.default_rng(3)
-    for _ in range(30):
-        n = int(rng.integers(1, 5))
-        steps = int(rng.integers(1, 40))
-        prompts = rng.integers(1, 30, n).tolist()
-        lag = int(rng.integers(0, 2))
-
-        groups = [None if rng.random() < 0.4 else "g" for _ in range(n)]  # private and shared
-
-        def fresh(groups=groups, prompts=prompts):
-            pool = pool_of(200, groups, [p if g else 0 for g, p in zip(groups, prompts)], prompts)
-            for r, p in enumerate(prompts):
-                fill(pool, r, p, p)
-            return pool
-
-        one_by_one, replayed = fresh(), fresh()
-        computed = np.array(prompts, dtype=np.int64)
-        first_lag = rng.integers(0, 2, n) if lag else np.zeros(n, dtype=np.int64)
-        for s in range(1, steps + 1):
-            for r in range(n):
-                c = int(computed[r]) + s - 1
-                one_by_one.grow(r, -(-(c + 1) // B) - -(-c // B))
-                lagged = int(first_lag[r]) if s == 1 else lag
-                one_by_one.cache_full_blocks(r, c + 1 - lagged)
-        replayed.replay_decode_run(np.arange(n), computed, steps, first_lag=first_lag, lag=lag)
-        assert replayed.blocks == one_by_one.blocks
-        assert list(replayed.free_queue) == list(one_by_one.free_queue)
-        assert list(replayed.num_cached) == list(one_by_one.num_cached)
-        for r in range(n):
-            for block in replayed.blocks[r]:
-                assert replayed.key_of_block(block) == one_by_one.key_of_block(block)
-            # a preemption now leaves the same cache behind
-            assert replayed.release(r, finished=False) == one_by_one.release(r, finished=False)
-        assert list(replayed.free_queue) == list(one_by_one.free_queue)
-        for r in range(n):
-            assert replayed.lookup(r, 10_000).blocks == one_by_one.lookup(r, 10_000).blocks

@@ -1,8 +1,9 @@
 """Property tests of the simulator on random small workloads and configurations.
 
-Each example (FCFS or the priority policy, random priorities) is simulated in reference mode,
-in fast mode and in fast mode with the vectorized running pass forced on; all three must agree
-exactly. The reference run's step log
+Each example (every scheduling option at random: FCFS or the priority policy, vLLM's or the
+decode-first order, prefix caching, async scheduling, chunking, watermark) is simulated in
+reference mode, by the compiled core, and by the compiled core with every step priced in Python;
+all three must agree exactly. The reference run's step log
 is then replayed independently (computed tokens, KV blocks, sampled tokens) to check the
 invariants: every request finishes with exactly its output tokens, no step exceeds the budget
 or ``max_num_seqs``, KV blocks in use never exceed the pool and match ``num_free_kv_blocks``,

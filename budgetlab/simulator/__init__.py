@@ -109,8 +109,8 @@ comes from) change only the KV accounting:
     ``ceil((W − 1) / block_size)`` blocks each sliding group needs (its window); a finish or a
     preemption frees the groups in order, each last block first.
 
-A run with several groups is scheduled step by step in both modes (the fast mode's jumps are
-for one full-attention group).
+A run with several groups is scheduled by the reference steps in both modes (the compiled core
+schedules one full-attention group).
 
 Speculative decoding (``EngineConfig(num_speculative_tokens=k, speculative_method=...)``; rules
 S1–S10 in :mod:`.drafts`, each with the vLLM 0.33 function it comes from) changes what a decode
@@ -144,17 +144,18 @@ prefill entry per prefill or recompute chunk (its length and its request's compu
 before it).
 
 Two modes give identical results, bit for bit (tables, step log, summary):
-``mode="reference"`` schedules one step at a time with plain Python (the rules above,
-transliterated); ``mode="fast"`` jumps over runs of decode-only steps — every running request
-decodes and no waiting request can be admitted (the queue is empty, or its head is blocked by
-the sequence cap or by KV, which cannot clear before a completion since the pool only
-shrinks) — up to the next event: the step that starts at or after an arrival that could be
-admitted (under the priority policy any arrival while the head is blocked by KV alone: a
-better-priority arrival may fit where the head does not), the first completion, or the step
-whose new KV blocks would need a preemption. Step ends are accumulated with ``cumsum`` (the
-same sequential additions as ``t += duration``) and durations come from the cost model's
-``decode_run_time_s``. Fast mode also fills long running lists with NumPy. Runs stay
-compressed; :attr:`SimResult.steps` and :meth:`SimResult.step_log` expand them on demand.
+``mode="fast"`` (the default) runs the compiled engine core (:mod:`.core`, :mod:`.core_pool`,
+:mod:`.core_runs`, :mod:`.core_loop`: each rule above stated once, compiled with numba and
+cached on disk, :mod:`._jit`), which also takes a run of decode-only steps at once — every
+running request decodes and nobody can leave the waiting queue before the first completion, the
+first step whose new KV blocks would not fit, or an arrival that could be admitted (under the
+priority policy any arrival while the head is refused for blocks) — with one record row per step
+but each request's state, gaps, blocks and chunk run once per run. ``mode="reference"`` schedules
+one step at a time with plain Python (the rules transliterated, :mod:`.step`, :mod:`.waiting`,
+:mod:`.blocks`), the specification the tests compare the core against. Several KV-cache groups
+and speculative decoding are scheduled by the reference steps in both modes. The compiled core
+prices ``ConstantCost`` and ``IdealCost`` itself; any other cost model prices each step it plans
+(``batch_time_s``) and each decode-only run (``decode_run_time_s``, all its steps in one call).
 
 Glossary: a request's *known* tokens are its prompt plus the tokens it has generated; its
 *computed* tokens are those in the KV cache. A decode schedules the one known token not yet
@@ -168,18 +169,26 @@ give exactly the latencies of the same workload shifted to start at 0 (a trace t
 0 is unchanged: its origin is 0). Durations (``ttft_s``, ``e2e_s``, ``queue_s``, the ITLs,
 ``duration_s``) do not depend on the origin.
 
-Scale: the run's record is columnar (NumPy arrays and ``array.array`` buffers, nothing per
-request or per step as a Python object); the tables, the summary and the step log
-(:class:`~budgetlab.simulator.steplog.StepLog`, a lazy view) are built from it on demand. A
-million requests take a few hundred bytes each.
+Scale: the run's record is columnar (NumPy arrays, nothing per request or per step as a Python
+object): per step its counts, start and duration; per request its times and counts; the chunks
+as *chunk runs* (a request's consecutive decode steps are one row: request, first step, count,
+position), expanded into the step log's chunks only when it is read; the inter-token gaps a
+step's decodes share as a count per step (their value is the step's end minus its start). The
+tables, the summary and the step log (:class:`~budgetlab.simulator.steplog.StepLog`, a lazy
+view) are built from it on demand.
 
-Reading guide (the package is functions over one state record): :mod:`.inputs` (the request
-table and its checks), :mod:`.state` (the record, the KV block arithmetic), :mod:`.plan` (one
-step's chunks and their kinds), :mod:`.step` (the reference step: the running pass, pricing,
-sampling), :mod:`.waiting` (the waiting pass), :mod:`.blocks` and :mod:`.kv_groups` (the block
-pools), :mod:`.drafts` (speculative decoding), :mod:`.queues` (the priority queue), :mod:`.fast`
-(decode-only jumps and the vectorized pass), :mod:`.loop` (the run loop), :mod:`.trace` (the
-compressed record → tables, step log, summary); :mod:`.steplog` (the step log, built on demand).
+Reading guide (the rules, then the two ways of running them): :mod:`.inputs` (the request table
+and its checks), :mod:`.plan` (one step's chunks, their kinds and the batch the cost prices);
+the reference steps — :mod:`.state` (their state record, the KV block arithmetic, the shared
+step bookkeeping), :mod:`.step` (the running pass, preemption, pricing, sampling, async
+release), :mod:`.waiting` (the waiting pass and its KV gate), :mod:`.blocks` and
+:mod:`.kv_groups` (the block pools), :mod:`.queues` (the priority queue), :mod:`.drafts`
+(speculative decoding), :mod:`.loop` (the run loop, and which way a run goes); the compiled core
+— :mod:`.core_state` (its arrays), :mod:`.core_pool` (queues and the prefix-cache pool),
+:mod:`.core` (the step: running pass, victims, waiting pass, sampling), :mod:`.core_runs`
+(decode-only runs), :mod:`.core_loop` (its loop), :mod:`.compiled` (its driver and pricing in
+Python); then :mod:`.stall` (the livelock guard), :mod:`.record` (the record → tables, summary)
+and :mod:`.steplog` (the step log, built on demand).
 """
 
 from __future__ import annotations
@@ -204,9 +213,9 @@ from budgetlab.simulator.inputs import (
     request_table,
 )
 from budgetlab.simulator.loop import SIM_MODES, RunOptions, SimMode, run
-from budgetlab.simulator.state import STEP_KINDS, new_state
+from budgetlab.simulator.record import RESULT_COLUMNS, STEP_COLUMNS, RunRecord
+from budgetlab.simulator.state import STEP_KINDS
 from budgetlab.simulator.steplog import StepLog
-from budgetlab.simulator.trace import RESULT_COLUMNS, STEP_COLUMNS, Trace, build_trace
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
 from budgetlab.text import fmt_duration, fmt_int, fmt_latency, fmt_percent
 from budgetlab.workload.acceptance import AcceptanceModel
@@ -266,8 +275,9 @@ def simulate(
         cost; default to the cost model's (:func:`budgetlab.cost.hardware_of`,
         :func:`budgetlab.cost.model_of`).
     mode : {"fast", "reference"}
-        ``"reference"`` schedules one step at a time; ``"fast"`` jumps over runs of
-        decode-only steps. Both give identical results.
+        ``"fast"`` runs the compiled engine core (the first run on a machine compiles it, about
+        two minutes; later processes load it from the disk cache); ``"reference"`` schedules one
+        step at a time in plain Python. Both give identical results.
     acceptance : AcceptanceModel, optional
         Speculative decoding (``engine.num_speculative_tokens > 0``): how many drafts each
         verification accepts, e.g. :class:`~budgetlab.workload.AcceptanceRates` or
@@ -365,11 +375,11 @@ def simulate_with(
     engine, groups = engine_kv_groups(engine, model)
     if options.check_requests_fit:
         check_requests_fit(table, engine, num_blocks, groups)
-    state = new_state(table, engine, cost, num_blocks, groups, acceptance=acceptance, acceptance_seed=acceptance_seed)
-    run(state, options)
-    trace = build_trace(state)
+    record = run(
+        table, engine, cost, num_blocks, groups, options, acceptance=acceptance, acceptance_seed=acceptance_seed
+    )
     return SimResult(
-        engine=engine, num_kv_blocks=num_blocks, mode=options.mode, time_origin_s=trace.time_origin_s, _trace=trace
+        engine=engine, num_kv_blocks=num_blocks, mode=options.mode, time_origin_s=record.time_origin_s, _record=record
     )
 
 
@@ -410,7 +420,7 @@ class SimResult:
     num_kv_blocks : int
         Usable KV blocks of the pool [blocks].
     mode : str
-        ``"fast"`` or ``"reference"`` (the results do not depend on it).
+        ``"fast"`` (the compiled core) or ``"reference"`` (the results do not depend on it).
     time_origin_s : float
         The trace's origin in the input's clock: its first arrival [s]. Every ``*_at_s`` time
         of the result is relative to it (``time_origin_s + requests["arrival_at_s"]`` is the
@@ -432,17 +442,17 @@ class SimResult:
     num_kv_blocks: int
     mode: str
     time_origin_s: float
-    _trace: Trace = field(repr=False)
+    _record: RunRecord = field(repr=False)
 
     @cached_property
     def requests(self) -> pd.DataFrame:
         """Per-request table (see the class docstring)."""
-        return self._trace.requests_frame()
+        return self._record.requests_frame()
 
     @cached_property
     def steps(self) -> pd.DataFrame:
         """Per-step table (see the class docstring)."""
-        return self._trace.steps_frame()
+        return self._record.steps_frame()
 
     def _display_rows(self) -> list[tuple[str, str]]:
         s = self.summary()
@@ -488,17 +498,14 @@ class SimResult:
 
     @cached_property
     def _summary(self) -> dict[str, float | int]:
-        return self._trace.summary()
+        return self._record.summary()
 
     @property
-    def num_jumped_runs(self) -> int:
-        """Runs of decode-only steps fast mode jumped over (0 in reference mode) [count]."""
-        return len(self._trace.runs.num_steps)
-
-    @property
-    def num_scheduled_steps(self) -> int:
-        """Steps scheduled one at a time, not inside a jumped run [count]."""
-        return len(self._trace.step_end)
+    def num_records(self) -> int:
+        """Rows of the run's chunk record [count]: with ``mode="fast"`` a request's consecutive
+        decode steps are one row (the compiled core's chunk runs), with ``mode="reference"`` every
+        chunk is one; the step log expands either into the same chunks."""
+        return self._record.chunks.num_records
 
     def step_log(self) -> StepLog:
         """One dict per executed step, in order, as a lazy sequence (:class:`StepLog`: taking it
@@ -515,4 +522,4 @@ class SimResult:
         scheduling the step; none of them runs in it), ``first_token`` and ``finished``
         (request ids).
         """
-        return StepLog(self._trace, self.engine)
+        return StepLog(self._record, self.engine)

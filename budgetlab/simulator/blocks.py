@@ -108,6 +108,15 @@ class BlockKeys:
         """Whether no other request can ever have a block key of ``request``'s."""
         return self._shared_stream[request] < 0
 
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each request's shared tokens, shared stream (-1: none) and tail stream, as int64 arrays
+        (copies; the compiled core keys blocks from them the same way as :meth:`key`)."""
+        return (
+            np.frombuffer(self._shared, dtype=np.int64).copy(),
+            np.frombuffer(self._shared_stream, dtype=np.int64).copy(),
+            np.frombuffer(self._tail_stream, dtype=np.int64).copy(),
+        )
+
     def private_mask(self) -> np.ndarray:
         """:meth:`shares_nothing` of every request, as one boolean array."""
         return np.frombuffer(self._shared_stream, dtype=np.int64) < 0
@@ -207,16 +216,6 @@ class PrefixBlockPool:
             if ref[block]:
                 held += 1
         return Hit(blocks, held)
-
-    def could_gain_hits(self, request: int, hit: Hit, others: Sequence[int]) -> bool:
-        """Whether one of ``others`` (running requests) could still enter the cache the block
-        at which ``request``'s lookup stopped (so a later lookup could hit more)."""
-        block = len(hit.blocks)
-        if self.keys.shares_nothing(request):
-            return False
-        wanted = self.keys.key(request, block)
-        key = self.keys.key
-        return any(block >= self.num_cached[r] and key(r, block) == wanted for r in others)
 
     # ---------------------------------------------------------------------------------------
     # Changing
@@ -331,69 +330,6 @@ class PrefixBlockPool:
         return len(to_head) + len(to_tail)
 
     # ---------------------------------------------------------------------------------------
-    # A run of decode-only steps at once (fast mode)
-
-    def replay_decode_run(
-        self, members: np.ndarray, computed_before: np.ndarray, num_steps: int, *, first_lag: np.ndarray, lag: int
-    ) -> None:
-        """Allocate and cache what ``num_steps`` decode-only steps of ``members`` do, in the
-        order the steps one by one would (step by step, each in running order).
-
-        Decoder ``j`` holds ``ceil(c_j / B)`` blocks with ``c_j = computed_before[j]``; its
-        step ``s`` (1-based) takes a block when ``c_j + s − 1`` is a multiple of ``B`` and
-        enters its blocks in the cache up to ``c_j + s − lag_s`` tokens, the tokens the
-        scheduler knows then: ``lag_1 = first_lag[j]`` (1 when its previous token is still in
-        flight), ``lag_s = lag`` after (1 pipelined, 0 synchronous). Nothing else touches the
-        pool during such a run (no lookup, no release), so only the order of the allocations
-        among themselves (which blocks each takes) and of the cache entries among themselves
-        (which copy of a key is the earliest) matter; both are kept.
-        """
-        if num_steps <= 0 or not len(members):
-            return
-        block_size = self.block_size
-        member_list = members.tolist()
-        position = np.arange(len(members), dtype=np.int64)
-        c0 = computed_before.astype(np.int64, copy=False)
-        held = (c0 + block_size - 1) // block_size
-        num_new = (c0 + num_steps + block_size - 1) // block_size - held
-        who, index = _events(position, held, num_new)
-        if who.size:
-            step = index * block_size - c0[who] + 1
-            grow = self.grow
-            for j in who[np.lexsort((who, step))].tolist():
-                grow(member_list[j], 1)
-        last_lag = first_lag if num_steps == 1 else np.full(len(members), lag, dtype=np.int64)
-        num_cached = np.frombuffer(self.num_cached, dtype=np.int64)
-        cached_before = num_cached[members]
-        num_to_cache = np.maximum((c0 + num_steps - last_lag) // block_size - cached_before, 0)
-        num_cached[members] = cached_before + num_to_cache
-        num_to_cache[self._private_np[members]] = 0  # their blocks enter the table if preempted
-        who, index = _events(position, cached_before, num_to_cache)
-        if who.size:
-            filled = (index + 1) * block_size  # the tokens that fill block ``index``
-            step = np.where(filled <= c0[who] + 1 - first_lag[who], 1, filled - c0[who] + lag)
-            order = np.lexsort((who, step))
-            self._cache_blocks_in_order(members[who[order]], index[order])
-
-    def _cache_blocks_in_order(self, requests: np.ndarray, indices: np.ndarray) -> None:
-        """Put block ``indices[j]`` of ``requests[j]`` in the key table, for each ``j`` in order
-        (each the next block of its request not yet there; ``num_cached`` is already set)."""
-        key = self.keys.key
-        cached = self._cached
-        block_key = self._block_key
-        blocks = self.blocks
-        entered = self._num_entered
-        for request, i in zip(requests.tolist(), indices.tolist()):
-            entered[request] = i + 1
-            block = blocks[request][i]
-            k = key(request, i)
-            block_key[block] = k
-            if k in cached:
-                self._later.setdefault(k, []).append(block)
-            else:
-                cached[k] = block
-
-    # ---------------------------------------------------------------------------------------
     # Reading single blocks (tests and checks)
 
     def reference_count(self, block: int) -> int:
@@ -411,10 +347,3 @@ def _int_buffer(values: np.ndarray) -> array:
     buffer = array("q")
     buffer.frombytes(np.ascontiguousarray(values, dtype=np.int64).tobytes())
     return buffer
-
-
-def _events(position: np.ndarray, first: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``count[j]`` events per decoder ``j``: their decoder and block index ``first[j] + m``."""
-    who = np.repeat(position, count)
-    index = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count) + first[who]
-    return who, index

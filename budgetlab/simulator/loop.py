@@ -1,15 +1,15 @@
-"""The run loop: queue the arrivals, then take the next step the fastest exact way.
+"""The run loop: queue the arrivals, then take the next step, until every request has finished.
 
-:func:`run` steps a :class:`~budgetlab.simulator.state.SimState` until every request has
-finished. Before each step the requests that arrived at or before its start join the waiting
-queue (FIFO; equal arrivals keep their input order); an idle engine (nothing running or
-waiting) waits for the next arrival. Then, in fast mode, it tries a decode-only jump
-(:func:`~budgetlab.simulator.fast.jump_decode_run`) and the vectorized running pass
-(:func:`~budgetlab.simulator.fast.vectorized_step`); each declines a step it cannot do exactly,
-which the reference step (:func:`~budgetlab.simulator.step.reference_step`) then schedules.
+:func:`run` runs a :class:`~budgetlab.simulator.state.SimState` to the end and returns its record.
+``mode="fast"`` (the default) runs it through the compiled core (:mod:`.compiled`: each rule
+stated once, compiled, with runs of decode-only steps taken at once) whenever the core schedules
+the engine — one full-attention KV group, no speculative decoding; otherwise, and with
+``mode="reference"``, :func:`run_reference` steps it with the readable reference step
+(:func:`~budgetlab.simulator.step.reference_step`): before each step the requests that arrived at
+or before its start join the waiting queue (FIFO; equal arrivals keep their input order); an idle
+engine (nothing running or waiting) waits for the next arrival.
 
-:class:`RunOptions` holds the choices that change how, never what, is computed: the mode, and
-(for tests that force a path) from how many running requests on NumPy is used. The pipelined
+:class:`RunOptions` holds the choices that change how, never what, is computed. The pipelined
 (async-scheduling) engine runs through the same loop: its steps release the previous step's
 finished requests only once they are planned (:attr:`~budgetlab.simulator.state.SimState.finishing`),
 so the loop also plans the empty iteration after the last request's last token.
@@ -20,13 +20,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from budgetlab._checks import flag, int_at_least
-from budgetlab.errors import ParameterError, SchedulerStallError
-from budgetlab.simulator.fast import VECTOR_MIN_RUNNING, jump_decode_run, vectorized_step
-from budgetlab.simulator.state import SimState
+from budgetlab._checks import flag
+from budgetlab.attention import KVGroup
+from budgetlab.cost import CostModel
+from budgetlab.errors import ParameterError
+from budgetlab.simulator.compiled import core_inputs, core_record, core_schedules, run_compiled
+from budgetlab.simulator.inputs import RequestTable
+from budgetlab.simulator.record import RunRecord, build_record
+from budgetlab.simulator.stall import stall_error, stall_limit_steps
+from budgetlab.simulator.state import SimState, new_state
 from budgetlab.simulator.step import reference_step
+from budgetlab.specs import EngineConfig
+from budgetlab.workload.acceptance import AcceptanceModel
 
-__all__ = ["SIM_MODES", "SimMode", "RunOptions", "run", "queue_arrivals", "stall_limit_steps"]
+__all__ = [
+    "SIM_MODES",
+    "SimMode",
+    "RunOptions",
+    "run",
+    "run_reference",
+    "queue_arrivals",
+    "stall_limit_steps",
+    "stall_error",
+]
 
 SIM_MODES = ("fast", "reference")
 SimMode = Literal["fast", "reference"]
@@ -39,24 +55,25 @@ class RunOptions:
     Parameters
     ----------
     mode : {"fast", "reference"}
-        ``"reference"`` schedules one step at a time in plain Python; ``"fast"`` also jumps
-        over runs of decode-only steps and fills long running lists with NumPy.
-    vector_min_running : int
-        Fast mode uses its NumPy paths from this many running requests on [count]; 1 forces
-        them whenever they apply (the tests' third mode).
+        ``"reference"`` schedules one step at a time in plain Python; ``"fast"`` runs the
+        compiled core (the same rules, compiled; decode-only runs taken at once).
+    price_in_python : bool
+        Fast mode: price every step and decode-only run with the cost model's own Python methods
+        even when the compiled core prices the model itself (``ConstantCost``, ``IdealCost``);
+        the tests' third mode, which checks the two pricings agree.
     check_requests_fit : bool
         Reject, before the run, requests that could never fit the KV pool. Tests turn it off
         to reach the loop's own guard against a step that schedules nothing.
     """
 
     mode: SimMode = "fast"
-    vector_min_running: int = VECTOR_MIN_RUNNING
+    price_in_python: bool = False
     check_requests_fit: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in SIM_MODES:
             raise ParameterError(f"mode must be one of {', '.join(SIM_MODES)}, got {self.mode!r}")
-        int_at_least("vector_min_running", self.vector_min_running)
+        flag("price_in_python", self.price_in_python)
         flag("check_requests_fit", self.check_requests_fit)
 
 
@@ -77,57 +94,55 @@ def queue_arrivals(state: SimState) -> None:
         state.next_arrival = i
 
 
-def stall_limit_steps(state: SimState) -> int:
-    """Steps without a sampled token after which the run is a livelock [steps]: twice every
-    request's prompt and output, plus 1,000 (a run that makes progress samples a token at
-    least every time the pending prompts' tokens are computed once)."""
-    table = state.table
-    return 2 * int(table.prompt_tokens.sum() + table.output_tokens.sum()) + 1000
-
-
 def raise_stall(state: SimState, limit: int) -> None:
     """Raise :class:`~budgetlab.errors.SchedulerStallError` for a run stuck in a preemption cycle."""
-    engine = state.engine
-    hint = (
-        "With scheduler_reserve_full_isl=False admission lets in requests the pool cannot hold "
-        "together: set it to True (vLLM's default)"
-        if not engine.scheduler_reserve_full_isl
-        else "Give the KV cache more blocks"
-    )
-    drafts = state.drafts
-    if drafts is not None:  # speculating: a request's chunk may need more blocks than its tokens fill
-        hint += (
-            f" (speculating, a request also holds blocks for up to {drafts.k} drafts and "
-            f"{drafts.lookahead} lookahead slots past its tokens: a pool that holds its prompt and output "
-            "alone can be too small; lower num_speculative_tokens)"
-        )
-    raise SchedulerStallError(
-        f"no request sampled a token in the last {limit:,} steps (t = {state.now_s:.6g} s, "
-        f"{len(state.running)} running, {len(state.waiting)} waiting, {state.num_preemptions:,} "
-        f"preemptions so far): the requests preempt each other in a cycle, as vLLM's scheduler "
-        f"would. {hint}, or a larger KV pool (num_kv_blocks, gpu_memory_utilization)."
+    raise stall_error(
+        state.engine,
+        limit,
+        now_s=state.now_s,
+        num_running=len(state.running),
+        num_waiting=len(state.waiting),
+        num_preemptions=state.num_preemptions,
+        drafts=state.drafts,
     )
 
 
-def run(state: SimState, options: RunOptions) -> None:
-    """Step ``state`` until every request has finished."""
+def run(
+    table: RequestTable,
+    engine: EngineConfig,
+    cost: CostModel,
+    num_blocks: int,
+    kv_groups: tuple[KVGroup, ...],
+    options: RunOptions,
+    *,
+    acceptance: AcceptanceModel | None = None,
+    acceptance_seed: int = 0,
+) -> RunRecord:
+    """Simulate ``table`` on ``engine`` with a pool of ``num_blocks`` blocks until every request
+    has finished; returns the run's record. ``mode="fast"`` runs the compiled core
+    (:mod:`.compiled`) when it schedules this engine (one full-attention KV group, no speculative
+    decoding), else the reference steps run a :class:`~.state.SimState`."""
+    if options.mode == "fast" and core_schedules(engine, kv_groups):
+        inputs = core_inputs(table, engine, num_blocks)
+        return core_record(inputs, run_compiled(inputs, cost, price_in_python=options.price_in_python))
+    state = new_state(
+        table, engine, cost, num_blocks, kv_groups, acceptance=acceptance, acceptance_seed=acceptance_seed
+    )
+    run_reference(state)
+    return build_record(state)
+
+
+def run_reference(state: SimState) -> None:
+    """Step ``state`` with the reference step until every request has finished."""
     arrival = state.arrival_list
     num_requests = len(arrival)
-    fast = options.mode == "fast" and state.groups is None  # several KV-cache groups: step by step
-    vector_min = options.vector_min_running
-    stall_limit = stall_limit_steps(state)
+    stall_limit = stall_limit_steps(state.table)
     # Pipelined, the last request's last token is still in flight after its step: one more
     # (empty) iteration is planned before the engine sees it finish.
     while state.num_done < num_requests or state.finishing:
         i = state.next_arrival
         if i < num_requests and (arrival[i] <= state.now_s or not (state.running or state.waiting)):
             queue_arrivals(state)
-        if fast:
-            vectorized = len(state.running) >= vector_min
-            if state.num_not_decoding == 0 and state.running and jump_decode_run(state, vectorized=vectorized):
-                continue
-            if vectorized and vectorized_step(state):
-                continue
         reference_step(state)
         if state.num_steps - state.last_sample_step > stall_limit:
             raise_stall(state, stall_limit)

@@ -2,9 +2,10 @@
 
 :class:`SimState` holds everything a run changes: per-request buffers, the running list and
 the waiting queue, the KV pool's counters, the clock, and the compressed record of what ran.
-The step functions (:mod:`~budgetlab.simulator.step` for the reference step,
-:mod:`~budgetlab.simulator.fast` for the jumps and the vectorized pass) take it as their first
-argument and change it in place; :mod:`~budgetlab.simulator.trace` reads it at the end.
+The reference step functions (:mod:`~budgetlab.simulator.step`, :mod:`~budgetlab.simulator.waiting`)
+take it as their first argument and change it in place; :mod:`~budgetlab.simulator.record` reads it at
+the end. The compiled core (:mod:`~budgetlab.simulator.compiled`) reads its inputs from it and keeps
+its own arrays.
 
 Shared here, because every kind of step does them the same way:
 
@@ -71,13 +72,12 @@ __all__ = [
     "KVPool",
     "EVENT_KINDS",
     "StepRecord",
-    "RUN_HEADER_FIELDS",
-    "RUN_HEADER_DTYPE",
-    "RunRecord",
     "GapRecord",
     "StepPlan",
     "SimState",
     "new_state",
+    "arrival_order",
+    "watermark_blocks",
     "cache_limit_tokens",
     "release_blocks",
     "allocate_chunk",
@@ -85,6 +85,8 @@ __all__ = [
     "release_finishing",
     "chunk_slot_tokens",
     "step_duration_s",
+    "check_step_s",
+    "checked_duration_s",
     "record_step",
     "record_events",
     "record_common_gaps",
@@ -235,7 +237,7 @@ class KVPool:
     peak_used_blocks: int = 0
 
     def note_usage(self, free_blocks: int) -> None:
-        """Note the blocks in use after scheduling a step (or a jumped run)."""
+        """Note the blocks in use after scheduling a step."""
         used = self.num_blocks - free_blocks
         if used > self.peak_used_blocks:
             self.peak_used_blocks = used
@@ -273,49 +275,12 @@ class StepRecord:
     event_requests: array = field(default_factory=lambda: array("q"))
 
 
-#: The per-run fields of :class:`RunRecord`'s ``header``, in order [all int64].
-RUN_HEADER_FIELDS = (
-    "steps_before",
-    "num_steps",
-    "num_decodes",
-    "free_blocks_before",
-    "num_waiting_before",
-    "next_arrival",
-    "num_finished",
-)
-#: A NumPy structured dtype that names them (``np.frombuffer(record.header, RUN_HEADER_DTYPE)``).
-RUN_HEADER_DTYPE = np.dtype([(name, np.int64) for name in RUN_HEADER_FIELDS])
-
-
-@dataclass(frozen=True, eq=False, slots=True)
-class RunRecord:
-    """The jumped runs of decode-only steps (fast mode).
-
-    ``header`` holds one record of :data:`RUN_HEADER_FIELDS` per run, appended in one call
-    (read it with :data:`RUN_HEADER_DTYPE`): ``steps_before`` (normally scheduled steps
-    before it), ``num_steps`` (k), ``num_decodes`` (n), ``free_blocks_before`` and
-    ``num_waiting_before`` (before its first step), ``next_arrival`` (index of the next
-    request to arrive), ``num_finished``. Flat, run after run: ``step_times`` (its k + 1 step
-    boundaries [s]), ``durations`` (k [s]), ``members`` and ``computed_before`` (its n
-    decoders in order and their computed tokens before it), ``finished`` (completions at its
-    last step).
-    """
-
-    header: array = field(default_factory=lambda: array("q"))
-    step_times: array = field(default_factory=lambda: array("d"))
-    durations: array = field(default_factory=lambda: array("d"))
-    members: array = field(default_factory=lambda: array("q"))
-    computed_before: array = field(default_factory=lambda: array("q"))
-    finished: array = field(default_factory=lambda: array("q"))
-
-
 @dataclass(frozen=True, eq=False, slots=True)
 class GapRecord:
     """Inter-token gaps [s], as a multiset: ``single`` ones (weight 1), and each step's common
     gap (``common_values``, with ``common_counts`` requests): the requests that also sampled in
     the step before share the gap ``end − start`` of the step, the same float as each one's
-    ``end − last token``, so it is kept once with its count (:func:`record_common_gaps`). The
-    jumped runs' later gaps are folded in by the trace."""
+    ``end − last token``, so it is kept once with its count (:func:`record_common_gaps`)."""
 
     single: array = field(default_factory=lambda: array("d"))
     common_values: array = field(default_factory=lambda: array("d"))
@@ -345,8 +310,7 @@ class SimState:
         The knobs; copied below into plain attributes for the hot loops.
     kv : KVPool
     batch_time_s, decode_run_time_s
-        The cost model's methods (``decode_run_time_s`` is None for a model without it: the
-        jumps then price each step with ``batch_time_s``).
+        The cost model's methods (``decode_run_time_s`` is None for a model without it).
     priority_policy : bool
         ``engine.scheduling_policy == "priority"``.
     victim_keys : list of tuple
@@ -386,7 +350,7 @@ class SimState:
         ``num_steps`` after the last step that sampled a token (the loop's stall guard).
     now_s : float
         Start of the next step [s].
-    steps, runs, gaps : StepRecord, RunRecord, GapRecord
+    steps, gaps : StepRecord, GapRecord
         What ran, compressed.
     """
 
@@ -431,8 +395,24 @@ class SimState:
     num_hit_tokens: int = 0
     last_sample_step: int = 0
     steps: StepRecord = field(default_factory=StepRecord)
-    runs: RunRecord = field(default_factory=RunRecord)
     gaps: GapRecord = field(default_factory=GapRecord)
+
+
+def arrival_order(table: RequestTable) -> tuple[np.ndarray, float, np.ndarray]:
+    """The requests' arrival order (a stable sort: equal arrivals keep their input order), the
+    trace's origin (its first arrival, in the input's clock) [s] and the arrivals since it, in
+    arrival order [s]: ``arrival − origin`` is exact whenever the arrivals span less than the
+    origin itself (epoch timestamps), and is the arrival itself for a trace that starts at 0."""
+    order = np.argsort(table.arrival_at_s, kind="stable")
+    absolute = table.arrival_at_s[order]
+    origin = float(absolute[0])
+    arrival = absolute - origin if origin != 0.0 else absolute
+    return order, origin, np.ascontiguousarray(arrival, dtype=np.float64)
+
+
+def watermark_blocks(engine: EngineConfig, num_blocks: int) -> int:
+    """vLLM's admission watermark ``floor(watermark × (num_blocks + 1))`` [blocks]."""
+    return math.floor(engine.watermark * (num_blocks + 1))
 
 
 def new_state(
@@ -453,10 +433,7 @@ def new_state(
     starts at 0. ``acceptance`` and ``acceptance_seed``: how a speculating engine's drafts are
     accepted (:func:`budgetlab.simulator.drafts.new_drafts`).
     """
-    order = np.argsort(table.arrival_at_s, kind="stable")
-    absolute = table.arrival_at_s[order]
-    origin = float(absolute[0])
-    arrival = absolute - origin if origin != 0.0 else absolute
+    order, origin, arrival = arrival_order(table)
     req = RequestBuffers.allocate(table.prompt_tokens[order], table.output_tokens[order])
     arrival_list = array("d")
     arrival_list.frombytes(np.ascontiguousarray(arrival, dtype=np.float64).tobytes())
@@ -493,7 +470,7 @@ def new_state(
         drafts=new_drafts(engine, table, order, kv_groups, acceptance=acceptance, acceptance_seed=acceptance_seed),
         pipelined=engine.async_scheduling,
         reserve_full_isl=engine.scheduler_reserve_full_isl,
-        watermark_blocks=math.floor(engine.watermark * (num_blocks + 1)),
+        watermark_blocks=watermark_blocks(engine, num_blocks),
         batch_time_s=cost.batch_time_s,
         decode_run_time_s=cost.decode_run_time_s if isinstance(cost, CostModel) else None,
         now_s=float(arrival[0]),
@@ -615,10 +592,18 @@ def _release_all(state: SimState, requests: list[int], free_blocks: int) -> int:
 
 
 def step_duration_s(state: SimState, batch: Batch) -> float:
-    """The cost model's time for ``batch`` [s], checked finite and > 0 (>= 0 for the empty
-    batch of a pipelined iteration that schedules nothing: a roofline model has no GPU work
-    then)."""
-    duration = state.batch_time_s(batch)
+    """The cost model's time for ``batch`` [s], checked (:func:`checked_duration_s`)."""
+    return checked_duration_s(state.batch_time_s, batch)
+
+
+def checked_duration_s(batch_time_s: Callable[[Batch], float], batch: Batch) -> float:
+    """``batch_time_s(batch)`` [s], checked finite and > 0 (>= 0 for the empty batch of a
+    pipelined iteration that schedules nothing: a roofline model has no GPU work then)."""
+    return check_step_s(batch_time_s(batch), batch)
+
+
+def check_step_s(duration: float, batch: Batch) -> float:
+    """A step time ``duration`` [s] for ``batch``, checked as :func:`checked_duration_s` does."""
     if not 0.0 < duration < math.inf and not (duration == 0.0 and batch.num_tokens == 0):
         raise ValueError(
             f"the cost model returned {duration!r} s for a step of {batch}; step times must be finite and > 0"

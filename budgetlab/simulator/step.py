@@ -14,7 +14,8 @@ split the way inference-sim (BLIS) splits a step:
 3. **Sample and record** — :func:`sample_step`: a chunk that reaches its request's known tokens
    samples one token; completions free their blocks and slots for the next step.
 
-The fast paths (:mod:`~budgetlab.simulator.fast`) must give exactly what this gives.
+The compiled core (:mod:`~budgetlab.simulator.core`) states the same rules, compiled; the tests keep the
+two equal bit for bit.
 """
 
 from __future__ import annotations

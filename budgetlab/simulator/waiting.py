@@ -4,8 +4,7 @@
 gates let it through, in vLLM's order (budget, sequence slot, KV blocks);
 :func:`head_admission` is the KV gate for one request with prefix caching's hit, vLLM's
 ``scheduler_reserve_full_isl`` check and its watermark (``vllm-v1-scheduling.md`` step 4,
-``vllm-v1-prefix-async-priority.md`` rules 7–13). The fast mode's decode-only jumps ask the
-same :func:`head_admission` whether the head could start.
+``vllm-v1-prefix-async-priority.md`` rules 7–13).
 """
 
 from __future__ import annotations

@@ -1,0 +1,414 @@
+"""The driver of the compiled core: its arrays from a run's inputs, its loop, its record.
+
+:func:`core_inputs` turns a run's request table and engine into the core's inputs and
+:func:`new_core` into its state (:class:`~.core_state.CoreState`); :func:`run_compiled` calls
+:func:`~.core_loop.advance` until the run is done — pricing a step or a run of steps in Python
+when the cost model is not one the core prices itself, and enlarging a record array the core
+reports full — and :func:`core_record` reads the finished state as a
+:class:`~.record.RunRecord`. :func:`core_schedules` says which engines the core runs (the others
+go through the reference steps).
+
+The compiled code is cached on disk (:mod:`._jit`: the user's cache folder, or
+``BUDGETLAB_CACHE_DIR``), so only the first run on a machine compiles (the README gives what
+that costs).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numba
+import numpy as np
+from numba import types as nb_types
+from numba.typed import Dict
+
+from budgetlab.attention import KVGroup
+from budgetlab.simulator import core_state as cs
+from budgetlab.simulator.blocks import BlockKeys
+from budgetlab.simulator.core_loop import advance
+from budgetlab.simulator.core_runs import MAX_RUN_STEPS
+from budgetlab.simulator.core_state import CoreState
+from budgetlab.simulator.inputs import RequestTable
+from budgetlab.simulator.plan import DECODE
+from budgetlab.simulator.record import RECORDED_STEP_COLUMNS, ChunkLog, RunRecord
+from budgetlab.simulator.stall import stall_error, stall_limit_steps
+from budgetlab.simulator.state import (
+    RequestArrays,
+    arrival_order,
+    check_step_s,
+    checked_duration_s,
+    watermark_blocks,
+)
+from budgetlab.specs import Batch, EngineConfig
+
+__all__ = ["core_schedules", "CoreInputs", "core_inputs", "run_compiled", "cost_kind", "core_record", "expand_runs"]
+
+
+def core_schedules(engine: EngineConfig, kv_groups: tuple[KVGroup, ...]) -> bool:
+    """Whether the compiled core schedules this engine: one full-attention KV group, no
+    speculative decoding (the reference steps schedule the others)."""
+    return tuple(kv_groups) == ("full",) and not engine.num_speculative_tokens
+
+
+@dataclass(frozen=True, eq=False)
+class CoreInputs:
+    """What the compiled core needs of a run's inputs: the request table and its arrival order
+    (:func:`~.state.arrival_order`), the engine, the pool's size and, with prefix caching, the
+    blocks' content keys."""
+
+    table: RequestTable
+    order: np.ndarray
+    time_origin_s: float
+    arrival_at_s: np.ndarray
+    engine: EngineConfig
+    num_blocks: int
+    keys: BlockKeys | None
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self.table.ids[self.order]
+
+
+def core_inputs(table: RequestTable, engine: EngineConfig, num_blocks: int) -> CoreInputs:
+    """The compiled core's inputs for ``table`` on ``engine`` with ``num_blocks`` usable blocks."""
+    order, origin, arrival = arrival_order(table)
+    keys = None
+    if engine.enable_prefix_caching:
+        keys = BlockKeys(
+            [table.prefix_id[i] for i in order.tolist()],
+            table.prefix_tokens[order],
+            table.prompt_tokens[order],
+            engine.block_size,
+        )
+    return CoreInputs(table, order, origin, arrival, engine, num_blocks, keys)
+
+
+def cost_kind(cost: Any) -> tuple[int, np.ndarray]:
+    """The cost kind and parameters the core prices itself, or :data:`~.core_state.COST_PYTHON`.
+
+    ``ConstantCost`` and ``IdealCost`` without a drafter have one-line step times (their
+    ``batch_time_s``); every other model is priced by its own ``batch_time_s``, step by step.
+    """
+    from budgetlab.cost.roofline import ConstantCost, IdealCost
+
+    if type(cost) is ConstantCost:
+        return cs.COST_CONSTANT, np.array([float(cost.duration_s)])
+    if type(cost) is IdealCost and cost.drafter is None:
+        return cs.COST_IDEAL, np.array([float(cost.weight_read_s), float(cost.per_token_s)])
+    return cs.COST_PYTHON, np.zeros(1)
+
+
+def new_core(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False) -> CoreState:
+    """The core's arrays before the first step: every request still to arrive, the pool all free."""
+    table, order, engine = inputs.table, inputs.order, inputs.engine
+    count = len(order)
+    plan_capacity = engine.max_num_seqs + 1
+    caching = inputs.keys is not None
+    kind, params = (cs.COST_PYTHON, np.zeros(1)) if price_in_python else cost_kind(cost)
+    i64 = np.int64
+    prompt = np.ascontiguousarray(table.prompt_tokens[order], dtype=i64)
+    output = np.ascontiguousarray(table.output_tokens[order], dtype=i64)
+    priority_policy = engine.scheduling_policy == "priority"
+    priority = np.ascontiguousarray(table.priority[order], dtype=i64) if priority_policy else np.zeros(count, dtype=i64)
+    num_blocks = inputs.num_blocks
+    if inputs.keys is not None:
+        pool = _pool_arrays(inputs.keys, engine.block_size, prompt, output, plan_capacity, num_blocks)
+    else:
+        empty = np.zeros(0, dtype=i64)
+        pool = {
+            "ref": empty,
+            "block_key_of": empty,
+            "fq_next": empty,
+            "fq_prev": empty,
+            "copy_next": empty,
+            "copy_prev": empty,
+            "cached": Dict.empty(key_type=nb_types.int64, value_type=nb_types.int64),
+            "table": np.zeros((0, 0), dtype=i64),
+            "row_len": empty,
+            "row_of": empty,
+            "free_rows": empty,
+            "num_cached": empty,
+            "num_entered": empty,
+            "shared_tokens": empty,
+            "shared_stream": empty,
+            "tail_stream": empty,
+            "private": np.zeros(0, dtype=np.bool_),
+            "hit": empty,
+        }
+    n = np.zeros(cs.N_SLOTS, dtype=i64)
+    n[cs.N_FREE] = num_blocks
+    if caching:
+        n[cs.N_FREE_SLOTS] = plan_capacity + 1
+    t = np.zeros(cs.T_SLOTS)
+    t[cs.T_NOW] = float(inputs.arrival_at_s[0])
+    step_rows = 1024
+    return CoreState(
+        cfg_budget=engine.max_num_batched_tokens,
+        cfg_max_num_seqs=engine.max_num_seqs,
+        cfg_block_size=engine.block_size,
+        cfg_threshold=engine.long_prefill_token_threshold,
+        cfg_chunked=bool(engine.enable_chunked_prefill),
+        cfg_decode_first=engine.policy == "decode-first",
+        cfg_priority=priority_policy,
+        cfg_pipelined=bool(engine.async_scheduling),
+        cfg_caching=caching,
+        cfg_full_isl=bool(engine.scheduler_reserve_full_isl),
+        cfg_watermark=watermark_blocks(engine, num_blocks),
+        cfg_num_blocks=num_blocks,
+        cfg_num_requests=count,
+        cfg_stall_limit=stall_limit_steps(table),
+        cfg_cost_kind=kind,
+        cost=params,
+        arrival=inputs.arrival_at_s,
+        prompt=prompt,
+        output=output,
+        priority=priority,
+        computed=np.zeros(count, dtype=i64),
+        generated=np.zeros(count, dtype=i64),
+        num_preemptions=np.zeros(count, dtype=i64),
+        recomputing=np.zeros(count, dtype=i64),
+        last_token_at=np.zeros(count),
+        max_gap=np.zeros(count),
+        first_token_at=np.full(count, math.nan),
+        finished_at=np.full(count, math.nan),
+        first_scheduled_at=np.full(count, math.nan),
+        prefix_hit=np.zeros(count, dtype=i64),
+        recompute_hit=np.zeros(count, dtype=i64),
+        seq=np.zeros(count, dtype=i64),
+        open_run=np.full(count, -1, dtype=i64),
+        flags=np.zeros(count, dtype=np.int8),
+        running=np.zeros(plan_capacity, dtype=i64),
+        waiting=np.zeros(count + 1, dtype=i64),
+        finishing=np.zeros(plan_capacity, dtype=i64),
+        in_flight=np.zeros(plan_capacity, dtype=i64),
+        n=n,
+        t=t,
+        plan=np.zeros((plan_capacity, 4), dtype=i64),
+        preempted=np.zeros(plan_capacity, dtype=i64),
+        scratch=np.zeros((2, plan_capacity), dtype=i64),
+        **pool,
+        step_float=np.zeros((step_rows, 2)),
+        step_int=np.zeros((step_rows, len(cs.STEP_INT_FIELDS)), dtype=i64),
+        runs=np.zeros((4 * plan_capacity + count, len(cs.RUN_FIELDS)), dtype=i64),
+        event_header=np.zeros((step_rows, 4), dtype=i64),
+        event_requests=np.zeros(3 * plan_capacity + 2 * count, dtype=i64),
+        gaps=np.zeros(plan_capacity + 256),
+        run_durations=np.zeros(MAX_RUN_STEPS),
+    )
+
+
+def _pool_arrays(
+    keys: BlockKeys, block_size: int, prompt: np.ndarray, output: np.ndarray, rows: int, num_blocks: int
+) -> dict[str, Any]:
+    """The prefix-cache pool's arrays: every block free, in order, none cached."""
+    i64 = np.int64
+    size = num_blocks + 1
+    fq_next = np.zeros(size, dtype=i64)
+    fq_prev = np.zeros(size, dtype=i64)
+    if num_blocks:
+        fq_next[:-1] = np.arange(1, size)  # 0 (the sentinel) -> 1 -> ... -> num_blocks -> 0
+        fq_next[-1] = 0
+        fq_prev[1:] = np.arange(0, num_blocks)
+        fq_prev[0] = num_blocks
+    max_blocks = int(((prompt + output + block_size - 1) // block_size).max()) + 1 if len(prompt) else 1
+    shared_tokens, shared_stream, tail_stream = keys.arrays()
+    return {
+        "ref": np.zeros(size, dtype=i64),
+        "block_key_of": np.full(size, -1, dtype=i64),
+        "fq_next": fq_next,
+        "fq_prev": fq_prev,
+        "copy_next": np.full(size, -1, dtype=i64),
+        "copy_prev": np.full(size, -1, dtype=i64),
+        "cached": Dict.empty(key_type=nb_types.int64, value_type=nb_types.int64),
+        "table": np.zeros((rows + 1, max_blocks), dtype=i64),
+        "row_len": np.zeros(rows + 1, dtype=i64),
+        "row_of": np.full(len(prompt), -1, dtype=i64),
+        "free_rows": np.arange(rows + 1, dtype=i64)[::-1].copy(),
+        "num_cached": np.zeros(len(prompt), dtype=i64),
+        "num_entered": np.zeros(len(prompt), dtype=i64),
+        "shared_tokens": shared_tokens,
+        "shared_stream": shared_stream,
+        "tail_stream": tail_stream,
+        "private": shared_stream < 0,
+        "hit": np.zeros(max_blocks, dtype=i64),
+    }
+
+
+def _grown(core: CoreState) -> CoreState:
+    """``core`` with its full record arrays doubled."""
+    n = core.n
+    cap = len(core.plan)
+    changes: dict[str, Any] = {}
+
+    def bigger(name: str, used: int, room: int) -> None:
+        array_ = getattr(core, name)
+        if used + room > len(array_):
+            shape = (max(2 * len(array_), used + room), *array_.shape[1:])
+            grown = np.zeros(shape, dtype=array_.dtype)
+            grown[:used] = array_[:used]
+            changes[name] = grown
+
+    bigger("step_float", int(n[cs.N_STEP_ROWS]), 1)
+    bigger("step_int", int(n[cs.N_STEP_ROWS]), 1)
+    bigger("runs", int(n[cs.N_RUN_ROWS]), cap)
+    bigger("event_header", int(n[cs.N_EVENT_ROWS]), 1)
+    bigger("event_requests", int(n[cs.N_EVENT_REQUESTS]), 3 * cap)
+    bigger("gaps", int(n[cs.N_GAPS]), cap)
+    return core._replace(**changes)
+
+
+def _planned_batch(core: CoreState) -> Batch:
+    """The planned step's composition, as :meth:`~.plan.StepPlan.batch` builds it."""
+    num_decodes = decode_context = 0
+    prefill_tokens: list[int] = []
+    prefill_context: list[int] = []
+    for _, tokens, kind, before in core.plan[: core.n[cs.N_PLAN]].tolist():
+        if kind == DECODE:
+            num_decodes += 1
+            decode_context += before
+        else:
+            prefill_tokens.append(tokens)
+            prefill_context.append(before)
+    return Batch(num_decodes, decode_context, tuple(prefill_tokens), tuple(prefill_context))
+
+
+def run_compiled(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False) -> CoreState:
+    """Run ``inputs`` through the compiled core to the end; returns the core's final arrays.
+    ``price_in_python``: price with the cost model's methods even where the core could."""
+    core = new_core(inputs, cost, price_in_python=price_in_python)
+    call = advance  # the dispatcher types its argument on every call (~1 ms for this tuple) ...
+    while True:
+        status = call(core)
+        if call is advance:  # ... so later calls go straight to the compiled entry point
+            call = cast(Any, advance).overloads[(numba.typeof(core),)].entry_point
+        if status == cs.DONE:
+            return core
+        if status == cs.NEED_PRICE:
+            core.t[cs.T_DURATION] = checked_duration_s(cost.batch_time_s, _planned_batch(core))
+        elif status == cs.NEED_RUN_PRICE:
+            _price_run(core, cost)
+        elif status == cs.GROW:
+            core = _grown(core)
+        elif status == cs.STALL:
+            n = core.n
+            raise stall_error(
+                inputs.engine,
+                core.cfg_stall_limit,
+                now_s=float(core.t[cs.T_NOW]),
+                num_running=int(n[cs.N_RUNNING]),
+                num_waiting=int(n[cs.N_WAITING]),
+                num_preemptions=int(n[cs.N_PREEMPTIONS]),
+            )
+        elif status == cs.BAD_DURATION:
+            check_step_s(float(core.t[cs.T_DURATION]), _planned_batch(core))  # raises the reference's ValueError
+            raise RuntimeError(f"internal error: the core refused a step time of {core.t[cs.T_DURATION]!r} s")
+        else:
+            raise RuntimeError(
+                f"internal error: the step at t={core.t[cs.T_NOW]!r} s scheduled nothing with "
+                f"{core.n[cs.N_RUNNING]} running and {core.n[cs.N_WAITING]} waiting requests"
+            )
+
+
+def _price_run(core: CoreState, cost: Any) -> None:
+    """The durations of a planned decode-only run [s], from the cost model: its
+    ``decode_run_time_s`` over the run's decode contexts (bit for bit its ``batch_time_s``), or
+    ``batch_time_s`` step by step for a model without it."""
+    k = int(core.n[cs.N_RUN_MAX])
+    count = int(core.n[cs.N_RUNNING])
+    first = int(core.computed[core.running[:count]].sum())  # the decodes' context in the run's first step
+    context = first + count * np.arange(k, dtype=np.int64)
+    run_time_s = getattr(cost, "decode_run_time_s", None)
+    if callable(run_time_s):
+        durations = np.asarray(run_time_s(num_decodes=count, decode_context_tokens=context), dtype=np.float64)
+        if not (len(durations) == k and np.all(durations > 0.0) and np.all(np.isfinite(durations))):
+            bad = durations[~((durations > 0) & np.isfinite(durations))]
+            raise ValueError(
+                f"the cost model returned {bad[0] if len(bad) else durations!r} s for a decode-only step; "
+                "step times must be finite and > 0"
+            )
+    else:
+        durations = np.array(
+            [
+                checked_duration_s(cost.batch_time_s, Batch(num_decodes=count, decode_context_tokens=int(c)))
+                for c in context
+            ]
+        )
+    core.run_durations[:k] = durations
+
+
+def core_record(inputs: CoreInputs, core: CoreState) -> RunRecord:
+    """The record of a finished compiled run: views on the core's arrays, its chunk runs expanded
+    into the step log's chunks only when they are read."""
+    n = core.n
+    rows = int(n[cs.N_STEP_ROWS])
+    sf = core.step_float[:rows]
+    si = core.step_int[:rows]
+    columns = {"start_at_s": sf[:, cs.F_START], "duration_s": sf[:, cs.F_DURATION]}
+    for name in cs.STEP_INT_FIELDS:
+        if name in RECORDED_STEP_COLUMNS:
+            columns[name] = si[:, cs.STEP_INT_FIELDS.index(name)]
+    common = si[:, cs.S_COMMON]
+    has = common > 0
+    starts = sf[has, cs.F_START]
+    num_gaps = int(n[cs.N_GAPS])
+    gap_values = np.concatenate((core.gaps[:num_gaps], (starts + sf[has, cs.F_DURATION]) - starts))
+    gap_weights = np.concatenate((np.ones(num_gaps, dtype=np.int64), common[has]))
+    runs = core.runs[: n[cs.N_RUN_ROWS]]
+    req = RequestArrays(
+        prompt_tokens=core.prompt,
+        output_tokens=core.output,
+        computed_tokens=core.computed,
+        generated_tokens=core.generated,
+        num_preemptions=core.num_preemptions,
+        recomputing=core.recomputing != 0,
+        last_token_at_s=core.last_token_at,
+        max_gap_s=core.max_gap,
+        first_token_at_s=core.first_token_at,
+        finished_at_s=core.finished_at,
+        first_scheduled_at_s=core.first_scheduled_at,
+        prefix_hit_tokens=core.prefix_hit,
+        recompute_hit_tokens=core.recompute_hit,
+    )
+    return RunRecord(
+        table=inputs.table,
+        order=inputs.order,
+        ids=inputs.ids,
+        time_origin_s=inputs.time_origin_s,
+        arrival_at_s=inputs.arrival_at_s,
+        req=req,
+        block_size=inputs.engine.block_size,
+        num_kv_blocks=inputs.num_blocks,
+        columns=columns,
+        chunks=ChunkLog(np.cumsum(si[:, cs.S_CHUNKS]), expand=lambda: expand_runs(runs)[1:], num_records=len(runs)),
+        event_header=core.event_header[: n[cs.N_EVENT_ROWS]],
+        event_requests=core.event_requests[: n[cs.N_EVENT_REQUESTS]],
+        num_steps=int(n[cs.N_STEPS]),
+        gap_values_s=gap_values,
+        gap_weights=gap_weights,
+        num_preemptions=int(n[cs.N_PREEMPTIONS]),
+        kv_peak_blocks=int(n[cs.N_PEAK_USED]),
+        num_query_tokens=int(n[cs.N_QUERY]),
+        num_hit_tokens=int(n[cs.N_HIT]),
+    )
+
+
+def expand_runs(runs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every chunk of the chunk-run record, in log order (step, then scheduling key): its step,
+    request, tokens, kind and start (computed tokens before it)."""
+    counts = runs[:, cs.R_NUM_STEPS]
+    total = int(counts.sum())
+    row = np.repeat(np.arange(len(runs)), counts)
+    within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    step = runs[row, cs.R_FIRST_STEP] + within
+    order = np.lexsort((runs[row, cs.R_KEY], step))
+    row, within, step = row[order], within[order], step[order]
+    tokens = runs[row, cs.R_TOKENS]
+    return (
+        step,
+        runs[row, cs.R_REQUEST],
+        tokens,
+        runs[row, cs.R_KIND].astype(np.int8),
+        runs[row, cs.R_START] + within * tokens,
+    )

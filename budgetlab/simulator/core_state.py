@@ -1,0 +1,234 @@
+"""The compiled core's state record: every array a run changes, in one named tuple.
+
+:class:`CoreState` is what the compiled step (:mod:`.core`) and pool (:mod:`.core_pool`) take
+as ``st``. Engine knobs are scalar fields (``cfg_*``); per-request values are arrays in arrival
+order under the names :class:`~budgetlab.simulator.state.RequestBuffers` uses; the changing
+counters are slots of one int64 array ``n`` (``N_*``) and one float64 array ``t`` (``T_*``);
+the record of what ran grows in arrays the driver (:mod:`.compiled`) enlarges when the core
+reports them full.
+
+The record is compact: a request's consecutive decode steps are one *chunk run* (its row of
+``runs``: request, first step, number of steps, computed tokens before the first, tokens per
+step, kind, scheduling key), so the step log costs per request, not per step and request;
+inter-token gaps shared by a step's decodes are a count per step (their value, the step's end
+minus its start, is recomputed on demand).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, cast
+
+import numpy as np
+from numba.core import config as nb_config
+from numba.core import types as nb_types
+from numba.core.datamodel import models as nb_models
+from numba.extending import intrinsic, register_model
+
+__all__ = ["CoreState", "BLOCK_BITS", "RUN_FIELDS", "STEP_INT_FIELDS", "borrow"]
+
+#: A block key is ``stream << BLOCK_BITS | block index`` (:class:`~.blocks.BlockKeys`).
+BLOCK_BITS = 32
+
+# Slots of CoreState.n (int64 counters)
+N_RUNNING = 0  # length of the running list
+N_WAIT_HEAD = 1  # FCFS ring buffer's head
+N_WAITING = 2  # requests waiting
+N_HEAP = 3  # priority heap's size
+N_FINISHING = 4  # pipelined: requests whose last token is in flight
+N_NEXT_ARRIVAL = 5
+N_DONE = 6
+N_PREEMPTIONS = 7
+N_STEPS = 8
+N_LAST_SAMPLE = 9  # N_STEPS after the last step that sampled a token
+N_FREE = 10  # free KV blocks between steps
+N_PEAK_USED = 11
+N_NOT_DECODING = 12  # running requests prefilling or recomputing
+N_QUERY = 13  # known tokens looked up in the prefix cache
+N_HIT = 14  # their hits
+N_SEQ = 15  # admissions so far (a chunk's scheduling key)
+N_PHASE = 16  # 1: a step is planned and waits for its duration
+N_STEP_ROWS = 17  # rows used in the step record
+N_RUN_ROWS = 18  # rows used in the chunk-run record
+N_EVENT_ROWS = 19
+N_EVENT_REQUESTS = 20
+N_GAPS = 21
+N_PLAN = 22  # chunks in the planned step
+N_PREEMPTED = 23  # requests it preempted
+N_PLAN_CACHED = 24  # prefix-cache hits of its admissions [tokens]
+N_PLAN_FREE = 25  # free blocks after planning it
+N_IN_FLIGHT = 26  # pipelined with caching: requests whose sampled token is not yet known
+N_FREE_SLOTS = 27  # free rows of the block table
+N_FIRST = 28  # scratch: first-token requests of the step being sampled
+N_FINISHED = 29
+N_RUN_MAX = 30  # the planned run's most steps
+N_RUN_STOPS = 31  # 1: the next arrival ends it
+N_RUNS_TAKEN = 32  # decode-only runs taken at once
+N_RUN_STEPS = 33  # the steps in them
+N_SLOTS = 34
+
+# Slots of CoreState.t (float64)
+T_NOW = 0  # start of the next step [s]
+T_DURATION = 1  # the planned step's duration [s]
+T_SLOTS = 2
+
+#: Columns of CoreState.runs (int64): one row per chunk run.
+RUN_FIELDS = ("request", "first_step", "num_steps", "start", "tokens", "kind", "key")
+R_REQUEST, R_FIRST_STEP, R_NUM_STEPS, R_START, R_TOKENS, R_KIND, R_KEY = range(7)
+
+#: Columns of CoreState.step_int (int64): one row per step. ``num_common_gaps``: its requests
+#: that also sampled in the step before (their gap is the step's end − start); ``num_chunks``.
+STEP_INT_FIELDS = (
+    "num_decode_tokens",
+    "num_prefill_tokens",
+    "num_running",
+    "num_waiting",
+    "num_free_kv_blocks",
+    "num_preemptions",
+    "num_cached_tokens",
+    "num_common_gaps",
+    "num_chunks",
+)
+S_DECODE, S_PREFILL, S_RUNNING, S_WAITING, S_FREE, S_PREEMPTIONS, S_CACHED, S_COMMON, S_CHUNKS = range(9)
+#: Columns of CoreState.step_float: start and duration [s].
+F_START, F_DURATION = 0, 1
+
+#: Cost kinds the core prices itself (else it returns each planned step to the driver).
+COST_PYTHON, COST_CONSTANT, COST_IDEAL = 0, 1, 2
+
+# Statuses the core returns to the driver
+DONE, NEED_PRICE, GROW, STALL, BAD_DURATION, NOTHING_SCHEDULED, NEED_RUN_PRICE = 0, 1, 2, 3, 4, 5, 6
+#: Values of ``n[N_PHASE]``: a step planned and waiting for its duration, a run for its durations.
+PHASE_STEP, PHASE_RUN = 1, 2
+
+#: Bit of a chunk's scheduling key that puts non-decodes after decodes (decode-first order).
+AFTER_DECODES = 1 << 40
+
+
+class CoreState(NamedTuple):
+    """Every array of a compiled run (see the module docstring)."""
+
+    # engine knobs
+    cfg_budget: int
+    cfg_max_num_seqs: int
+    cfg_block_size: int
+    cfg_threshold: int
+    cfg_chunked: bool
+    cfg_decode_first: bool
+    cfg_priority: bool
+    cfg_pipelined: bool
+    cfg_caching: bool
+    cfg_full_isl: bool
+    cfg_watermark: int
+    cfg_num_blocks: int
+    cfg_num_requests: int
+    cfg_stall_limit: int
+    cfg_cost_kind: int
+    cost: np.ndarray  # the cost's parameters (float64)
+    # requests, arrival order
+    arrival: np.ndarray
+    prompt: np.ndarray
+    output: np.ndarray
+    priority: np.ndarray
+    computed: np.ndarray
+    generated: np.ndarray
+    num_preemptions: np.ndarray
+    recomputing: np.ndarray
+    last_token_at: np.ndarray
+    max_gap: np.ndarray
+    first_token_at: np.ndarray
+    finished_at: np.ndarray
+    first_scheduled_at: np.ndarray
+    prefix_hit: np.ndarray
+    recompute_hit: np.ndarray
+    seq: np.ndarray  # its admission number (scheduling key)
+    open_run: np.ndarray  # its current decode run's row in ``runs`` (-1: none)
+    flags: np.ndarray  # int8: 1 finishing (pipelined), 2 token in flight (pipelined, caching)
+    # queues
+    running: np.ndarray
+    waiting: np.ndarray
+    finishing: np.ndarray
+    in_flight: np.ndarray
+    # counters
+    n: np.ndarray
+    t: np.ndarray
+    # the planned step
+    plan: np.ndarray  # (capacity, 4): request, tokens, kind, computed before
+    preempted: np.ndarray
+    scratch: np.ndarray  # (2, capacity): first-token and finished requests of the step sampled
+    # the prefix-cache pool (empty arrays when caching is off)
+    ref: np.ndarray
+    block_key_of: np.ndarray
+    fq_next: np.ndarray
+    fq_prev: np.ndarray
+    copy_next: np.ndarray
+    copy_prev: np.ndarray
+    cached: object  # numba typed Dict: key -> earliest cached block
+    table: np.ndarray
+    row_len: np.ndarray
+    row_of: np.ndarray
+    free_rows: np.ndarray
+    num_cached: np.ndarray
+    num_entered: np.ndarray
+    shared_tokens: np.ndarray
+    shared_stream: np.ndarray
+    tail_stream: np.ndarray
+    private: np.ndarray
+    hit: np.ndarray
+    # the record (grown by the driver)
+    step_float: np.ndarray
+    step_int: np.ndarray
+    runs: np.ndarray
+    event_header: np.ndarray
+    event_requests: np.ndarray
+    gaps: np.ndarray
+    run_durations: np.ndarray  # a run's step durations [s]
+
+
+# Passing the state between compiled functions: numba counts references to each of its ~50
+# arrays on every call (an increment and a decrement per array per call; the compiler does not
+# prune them across calls), which cost the core 5-10x its run time. Inside one call of the
+# core's loop the caller holds the state for the whole call, so the functions it calls may
+# *borrow* it: ``borrow(st)`` is the same tuple, typed so that numba counts no references
+# to it as a whole (reading a field still counts that one array, as it must).
+
+
+class BorrowedCoreState(nb_types.NamedTuple):
+    """numba's type of a :class:`CoreState` lent by its holder (see :func:`borrow`)."""
+
+    def __init__(self, held: Any) -> None:
+        super().__init__(held.types, held.instance_class)
+        self.name = f"borrowed {self.name}"
+
+    @property
+    def key(self) -> Any:
+        return (*super().key, "borrowed")
+
+
+@register_model(BorrowedCoreState)
+class _BorrowedModel(nb_models.TupleModel):
+    """A tuple whose arrays numba's reference counting does not visit."""
+
+    def traverse(self, builder: Any) -> list[Any]:
+        return []
+
+
+if cast(Any, nb_config).DISABLE_JIT:  # pragma: no cover - the pure-Python core (NUMBA_DISABLE_JIT=1)
+
+    def borrow(st: Any) -> Any:
+        """The state itself (nothing is counted in Python)."""
+        return st
+
+else:
+
+    @intrinsic
+    def borrow(typingctx: Any, st: Any) -> Any:
+        """The state lent to the functions its holder calls: the same tuple, typed as
+        :class:`BorrowedCoreState` so that passing it counts no references."""
+        if not isinstance(st, nb_types.NamedTuple):
+            return None
+        signature = BorrowedCoreState(st)(st)
+
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            return args[0]
+
+        return signature, codegen
