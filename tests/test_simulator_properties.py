@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from budgetlab import Batch, ConstantCost, EngineConfig, IdealCost, Request, SchedulerStallError
+from budgetlab import Batch, CalibratedCost, ConstantCost, EngineConfig, IdealCost, Request, SchedulerStallError
 from budgetlab.admission import Gate, admit
 from budgetlab.budget import fill_step
 from budgetlab.catalog import hardware, model
@@ -102,7 +102,10 @@ def scenarios(draw, *, max_requests: int = 20, max_prompt: int = 40, max_output:
         scheduler_reserve_full_isl=draw(st.sampled_from([True, True, False])),
         watermark=draw(st.sampled_from([0.0, 0.0, 0.05, 0.2])),
     )
-    return requests, eng, COSTS[draw(st.sampled_from(sorted(COSTS)))]
+    name = draw(st.sampled_from([*sorted(COSTS), "calibrated"]))
+    # the real-engine cost, with this engine's CUDA graphs (priced by the compiled core itself)
+    cost = CalibratedCost.typical(IDEAL.hardware, IDEAL.model, engine=eng) if name == "calibrated" else COSTS[name]
+    return requests, eng, cost
 
 
 def relative_arrivals(result, requests) -> dict:

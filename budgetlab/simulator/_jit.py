@@ -40,6 +40,7 @@ CORE_MODULES = (
     _HERE / "core_pool.py",
     _HERE / "core.py",
     _HERE / "core_runs.py",
+    _HERE / "core_cost.py",
     _HERE / "core_loop.py",
     _HERE / "plan.py",
     _HERE.parent / "admission.py",

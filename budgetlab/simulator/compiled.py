@@ -27,6 +27,7 @@ from numba.typed import Dict
 from budgetlab.attention import KVGroup
 from budgetlab.simulator import core_state as cs
 from budgetlab.simulator.blocks import BlockKeys
+from budgetlab.simulator.core_cost import cost_kind
 from budgetlab.simulator.core_loop import advance
 from budgetlab.simulator.core_runs import MAX_RUN_STEPS
 from budgetlab.simulator.core_state import CoreState
@@ -43,7 +44,7 @@ from budgetlab.simulator.state import (
 )
 from budgetlab.specs import Batch, EngineConfig
 
-__all__ = ["core_schedules", "CoreInputs", "core_inputs", "run_compiled", "cost_kind", "core_record", "expand_runs"]
+__all__ = ["core_schedules", "CoreInputs", "core_inputs", "run_compiled", "core_record", "expand_runs"]
 
 
 def core_schedules(engine: EngineConfig, kv_groups: tuple[KVGroup, ...]) -> bool:
@@ -85,28 +86,13 @@ def core_inputs(table: RequestTable, engine: EngineConfig, num_blocks: int) -> C
     return CoreInputs(table, order, origin, arrival, engine, num_blocks, keys)
 
 
-def cost_kind(cost: Any) -> tuple[int, np.ndarray]:
-    """The cost kind and parameters the core prices itself, or :data:`~.core_state.COST_PYTHON`.
-
-    ``ConstantCost`` and ``IdealCost`` without a drafter have one-line step times (their
-    ``batch_time_s``); every other model is priced by its own ``batch_time_s``, step by step.
-    """
-    from budgetlab.cost.roofline import ConstantCost, IdealCost
-
-    if type(cost) is ConstantCost:
-        return cs.COST_CONSTANT, np.array([float(cost.duration_s)])
-    if type(cost) is IdealCost and cost.drafter is None:
-        return cs.COST_IDEAL, np.array([float(cost.weight_read_s), float(cost.per_token_s)])
-    return cs.COST_PYTHON, np.zeros(1)
-
-
 def new_core(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False) -> CoreState:
     """The core's arrays before the first step: every request still to arrive, the pool all free."""
     table, order, engine = inputs.table, inputs.order, inputs.engine
     count = len(order)
     plan_capacity = engine.max_num_seqs + 1
     caching = inputs.keys is not None
-    kind, params = (cs.COST_PYTHON, np.zeros(1)) if price_in_python else cost_kind(cost)
+    kind, params = (cs.COST_PYTHON, np.zeros(1)) if price_in_python else cost_kind(cost, engine.max_num_batched_tokens)
     i64 = np.int64
     prompt = np.ascontiguousarray(table.prompt_tokens[order], dtype=i64)
     output = np.ascontiguousarray(table.output_tokens[order], dtype=i64)

@@ -1,30 +1,26 @@
-"""The compiled engine core: vLLM V1's scheduling rules, each stated once, compiled with numba.
+"""The compiled engine core's step: vLLM V1's scheduling rules, each stated once, compiled with numba.
 
-:func:`advance` runs steps until the run is done, a step needs a duration only Python can give
-(a cost model the core does not price itself), or a record array is full; the driver
-(:mod:`.compiled`) then prices the step or grows the array and calls it again. The rules are
-those of the package docstring (:mod:`budgetlab.simulator`, rules 1–10 and the priority and
-``decode-first`` rules), read against ``shared/reference/vllm-v1-scheduling.md`` and
-``vllm-v1-prefix-async-priority.md``; the readable reference mode (:mod:`.step`,
+The rules are those of the package docstring (:mod:`budgetlab.simulator`, rules 1–10 and the
+priority and ``decode-first`` rules), read against ``shared/reference/vllm-v1-scheduling.md``
+and ``vllm-v1-prefix-async-priority.md``; the readable reference mode (:mod:`.step`,
 :mod:`.waiting`, :mod:`.blocks`) states them in plain Python, and the tests keep the two equal
 bit for bit. Where to find each rule here:
 
-* the step — :func:`advance` (arrivals, plan, price, sample; the stall guard);
 * arrivals (rule 1) — :func:`queue_arrivals`;
 * the running pass (rule 2; the priority policy's victims, rule 6; ``decode-first``'s order)
   — :func:`running_pass`, with :func:`take_victim` and :func:`preempt`;
 * the waiting pass and its three gates (rule 3; the gates are :mod:`budgetlab.admission`'s,
   compiled as they are) — :func:`admit_waiting` and :func:`head_admission`;
 * the prefix cache (rule 8) — :func:`allocate_chunk`, :func:`cache_limit` and :mod:`.core_pool`;
-* sampling, finishing and the record (rule 4) — :func:`sample_step`, :func:`record_chunk`;
+* sampling, finishing and the record (rule 4) — :func:`finish_step`, :func:`sample_step`,
+  :func:`record_chunk`;
 * async scheduling (rules 9–10) — :func:`release_finishing` and the ``FINISHING`` and
-  ``IN_FLIGHT`` flags;
-* pricing the cost models the core knows (:data:`~.core_state.COST_CONSTANT`,
-  :data:`~.core_state.COST_IDEAL`) — :func:`price_step`, the same arithmetic as their
-  ``batch_time_s``.
+  ``IN_FLIGHT`` flags.
 
-Several KV-cache groups and speculative decoding are scheduled by the reference step (the
-driver sends such runs there).
+The loop around a step (arrivals, decode-only runs, the stall guard) is :mod:`.core_loop`, a run
+of decode-only steps :mod:`.core_runs`, a step's duration :mod:`.core_cost`. Several KV-cache
+groups and speculative decoding are scheduled by the reference step (the driver sends such runs
+there).
 """
 
 from __future__ import annotations

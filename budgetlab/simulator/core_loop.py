@@ -4,7 +4,7 @@ is needed.
 :func:`advance` is the loop of :mod:`.loop` compiled: before each step the requests that arrived
 by its start join the waiting queue; when every running request decodes, a run of decode-only
 steps is taken at once (:mod:`.core_runs`); otherwise one step is planned (:mod:`.core`), priced
-and sampled. It returns to the driver (:mod:`.compiled`) when the run is done, when a step or a
+(:mod:`.core_cost`) and sampled. It returns to the driver (:mod:`.compiled`) when the run is done, when a step or a
 run needs durations only Python can give (a cost model the core does not price itself:
 ``NEED_PRICE``, ``NEED_RUN_PRICE``), or when a record array is full (``GROW``).
 """
@@ -16,10 +16,10 @@ from typing import Any
 
 from budgetlab.simulator._jit import core_jit
 from budgetlab.simulator.core import finish_step, plan_step, plan_tokens, queue_arrivals
+from budgetlab.simulator.core_cost import run_s, step_s
 from budgetlab.simulator.core_runs import plan_run, take_run
 from budgetlab.simulator.core_state import (
     BAD_DURATION,
-    COST_CONSTANT,
     COST_PYTHON,
     DONE,
     GROW,
@@ -96,18 +96,15 @@ def run_steps(st: Any) -> int:
                 n[N_PHASE] = PHASE_RUN
                 if st.cfg_cost_kind == COST_PYTHON:
                     return NEED_RUN_PRICE
-                duration = run_step_s(st)
-                if not 0.0 < duration < math.inf:
-                    t[T_DURATION] = duration
+                if not run_s(st, k_max):
                     return BAD_DURATION
-                st.run_durations[:k_max] = duration
                 continue
         if not plan_step(st):
             return NOTHING_SCHEDULED
         n[N_PHASE] = PHASE_STEP
         if st.cfg_cost_kind == COST_PYTHON:
             return NEED_PRICE
-        duration = price_step(st, plan_tokens(st))
+        duration = step_s(st)
         t[T_DURATION] = duration
         if not (0.0 < duration < math.inf) and not (duration == 0.0 and plan_tokens(st) == 0):
             return BAD_DURATION
@@ -125,22 +122,3 @@ def has_room(st: Any) -> bool:
         and n[N_EVENT_REQUESTS] + 3 * cap <= len(st.event_requests)
         and n[N_GAPS] + cap <= len(st.gaps)
     )
-
-
-@core_jit
-def price_step(st: Any, tokens: int) -> float:
-    """A step's duration for the cost models the core prices [s], the same arithmetic as their
-    ``batch_time_s``: ``ConstantCost`` (``cost[0]``) and ``IdealCost`` without a drafter
-    (``max(weight_read_s, tokens × per_token_s)``, 0 for an empty step)."""
-    if st.cfg_cost_kind == COST_CONSTANT:
-        return st.cost[0]
-    if tokens == 0:
-        return 0.0
-    return max(st.cost[0], tokens * st.cost[1])
-
-
-@core_jit
-def run_step_s(st: Any) -> float:
-    """The duration of every step of a decode-only run with the core's own pricing [s]: the step
-    holds one token per running request, whatever their contexts."""
-    return price_step(st, st.n[N_RUNNING])

@@ -92,8 +92,9 @@ S_DECODE, S_PREFILL, S_RUNNING, S_WAITING, S_FREE, S_PREEMPTIONS, S_CACHED, S_CO
 #: Columns of CoreState.step_float: start and duration [s].
 F_START, F_DURATION = 0, 1
 
-#: Cost kinds the core prices itself (else it returns each planned step to the driver).
-COST_PYTHON, COST_CONSTANT, COST_IDEAL = 0, 1, 2
+#: Cost kinds the core prices itself (else it returns each planned step to the driver):
+#: :mod:`.core_cost`.
+COST_PYTHON, COST_CONSTANT, COST_IDEAL, COST_CALIBRATED = 0, 1, 2, 3
 
 # Statuses the core returns to the driver
 DONE, NEED_PRICE, GROW, STALL, BAD_DURATION, NOTHING_SCHEDULED, NEED_RUN_PRICE = 0, 1, 2, 3, 4, 5, 6
