@@ -31,8 +31,8 @@ __all__ = [
     "EngineConfig",
     "Request",
     "Batch",
+    "POLICIES",
     "SCHEDULING_POLICIES",
-    "QUEUE_POLICIES",
     "DTYPES",
     "KV_CACHE_DTYPES",
     "QUANTIZATIONS",
@@ -267,13 +267,13 @@ class ModelSpec:
         return html_table(f"{self.name} ({self.slug})", self._display_rows())
 
 
-SCHEDULING_POLICIES = ("vllm-v1", "decode-first")
+POLICIES = ("vllm-v1", "decode-first")
 """Values of :attr:`EngineConfig.policy`: the order the running pass walks (budgetlab's option)."""
-SchedulingPolicy = Literal["vllm-v1", "decode-first"]
-QUEUE_POLICIES = ("fcfs", "priority")
+Policy = Literal["vllm-v1", "decode-first"]
+SCHEDULING_POLICIES = ("fcfs", "priority")
 """Values of :attr:`EngineConfig.scheduling_policy`: vLLM's ``--scheduling-policy`` (how the
 waiting queue is ordered and who is preempted)."""
-QueuePolicy = Literal["fcfs", "priority"]
+SchedulingPolicy = Literal["fcfs", "priority"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -404,8 +404,8 @@ class EngineConfig:
     max_model_len: int | None = None
     gpu_memory_utilization: float = 0.9
     enable_chunked_prefill: bool = True
-    policy: SchedulingPolicy = "vllm-v1"
-    scheduling_policy: QueuePolicy = "fcfs"
+    policy: Policy = "vllm-v1"
+    scheduling_policy: SchedulingPolicy = "fcfs"
     enable_prefix_caching: bool = True
     async_scheduling: bool = True
     scheduler_reserve_full_isl: bool = True
@@ -532,11 +532,11 @@ class EngineConfig:
         check_formats(self, dtypes=DTYPES, kv_cache_dtypes=KV_CACHE_DTYPES, quantizations=QUANTIZATIONS)
         if self.kv_groups is not None:
             object.__setattr__(self, "kv_groups", normalize_kv_groups(self.kv_groups))
-        if self.policy not in SCHEDULING_POLICIES:
-            raise ConfigError(f"policy must be one of {', '.join(SCHEDULING_POLICIES)}, got {self.policy!r}")
-        if self.scheduling_policy not in QUEUE_POLICIES:
+        if self.policy not in POLICIES:
+            raise ConfigError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
+        if self.scheduling_policy not in SCHEDULING_POLICIES:
             raise ConfigError(
-                f"scheduling_policy must be one of {', '.join(QUEUE_POLICIES)} (vLLM's --scheduling-policy), "
+                f"scheduling_policy must be one of {', '.join(SCHEDULING_POLICIES)} (vLLM's --scheduling-policy), "
                 f"got {self.scheduling_policy!r}"
             )
         if self.max_num_batched_tokens < self.max_num_seqs:

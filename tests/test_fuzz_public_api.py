@@ -243,7 +243,7 @@ CASES: dict[str, tuple[Callable[..., Any], dict[str, Any], tuple[str, ...]]] = {
         {"service_rate_per_s": 10.0, "num_loads": 4},
         ("service_rate_per_s", "num_loads", "max_load_fraction"),
     ),
-    "ServingOverhead": (bl.ServingOverhead, {}, ("request_s", "output_lag_steps")),
+    "ServingOverhead": (bl.ServingOverhead, {}, ("request_overhead_s", "output_lag_steps")),
     "HardwareSpec": (
         bl.HardwareSpec,
         _hardware_fields(),
@@ -350,7 +350,7 @@ for _fn, _arg in (
     ("system_prompt_workload", "zipf_exponent"),
     ("load_grid", "service_rate_per_s"),
     ("load_grid", "max_load_fraction"),
-    ("ServingOverhead", "request_s"),
+    ("ServingOverhead", "request_overhead_s"),
     ("EngineConfig", "gpu_memory_utilization"),
     ("CalibratedCost", "step_overhead_s"),
     ("CalibratedCost", "layer_overhead_s"),

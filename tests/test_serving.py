@@ -35,7 +35,7 @@ def _tiny_run():
 def test_client_latencies_add_the_overhead_once():
     run = _tiny_run()
     # steps of 10 ms: request 0's first token at 10 ms, last at 30 ms; request 1's at 20 and 30 ms
-    client = client_requests(run, ServingOverhead(request_s=0.005)).set_index("request_id")
+    client = client_requests(run, ServingOverhead(request_overhead_s=0.005)).set_index("request_id")
     # request 1 arrives at 1 ms: engine TTFT 19 ms, end-to-end 29 ms; + 5 ms each
     assert client.ttft_s.tolist() == pytest.approx([0.015, 0.024])
     assert client.e2e_s.tolist() == pytest.approx([0.035, 0.034])
@@ -43,8 +43,8 @@ def test_client_latencies_add_the_overhead_once():
     metrics = client_metrics(client.reset_index())
     assert metrics["ttft_mean_s"] == pytest.approx((0.015 + 0.024) / 2)
     assert metrics["output_throughput_tokens_per_s"] == pytest.approx(5 / 0.035)
-    with pytest.raises(ParameterError, match="request_s"):
-        ServingOverhead(request_s=-1.0)
+    with pytest.raises(ParameterError, match="request_overhead_s"):
+        ServingOverhead(request_overhead_s=-1.0)
 
 
 def test_simulated_file_round_trips_through_the_reader():
@@ -213,7 +213,7 @@ def test_calibration_keeps_the_output_lag_it_starts_with():
     engine = bl.EngineConfig(max_num_batched_tokens=2048, max_num_seqs=128)
     truth = bl.CalibratedCost.typical(gpu, llm)
     run = bl.simulate(bl.conversation_like(num_requests=120, rate_per_s=6.0, seed=3), engine=engine, cost=truth)
-    lagged = ServingOverhead(request_s=0.005, output_lag_steps=1)
+    lagged = ServingOverhead(request_overhead_s=0.005, output_lag_steps=1)
     data = bench_from_simulation(run, overhead=lagged, request_rate_per_s=6.0, model_id="m")
     fit = calibrate_serving(
         data, cost=truth, engine=engine, fit=("request_overhead_s",), overhead=ServingOverhead.vllm()

@@ -20,7 +20,7 @@ from budgetlab.cost.named import COST_NAMES
 from budgetlab.errors import ParameterError
 from budgetlab.experiments.slo import SLO, SLO_METRICS
 from budgetlab.hf_config import model_from_hf_config
-from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
+from budgetlab.specs import SCHEDULING_POLICIES, EngineConfig, HardwareSpec, ModelSpec
 from budgetlab.speculative import SPECULATIVE_METHODS
 from budgetlab.workload import SyntheticWorkload, TraceWorkload
 
@@ -184,7 +184,7 @@ def add_engine(parser: argparse.ArgumentParser, *, grid: bool = False) -> None:
     group.add_argument(
         "--long-prefill-token-threshold", type=int, metavar="N", help="largest prompt chunk per step (0: off)"
     )
-    group.add_argument("--scheduling-policy", choices=("fcfs", "priority"), help="queue order (fcfs)")
+    group.add_argument("--scheduling-policy", choices=SCHEDULING_POLICIES, help="queue order (fcfs)")
     group.add_argument(
         "--no-prefix-caching",
         "--no-enable-prefix-caching",

@@ -422,7 +422,7 @@ def bench_from_simulation(
                 token_times.setdefault(request_id, []).append(float(ends[index]))
     client = client_requests(result, overhead)
     serving = overhead or ServingOverhead()
-    extra = serving.request_s
+    extra = serving.request_overhead_s
     itls = []
     ttfts = client.ttft_s.to_numpy(dtype=float).copy()
     for index, request_id in enumerate(client.request_id):
@@ -517,7 +517,7 @@ def make_example_bench() -> dict[str, Any]:
     )
     data = bench_from_simulation(
         simulate(requests, engine=engine, cost=cost),
-        overhead=ServingOverhead(request_s=recipe["request_overhead_s"]),
+        overhead=ServingOverhead(request_overhead_s=recipe["request_overhead_s"]),
         request_rate_per_s=recipe["rate_per_s"],
         model_id="meta-llama/Llama-3.1-8B-Instruct",
         jitter_fraction=recipe["jitter_fraction"],

@@ -420,14 +420,16 @@ def calibrate_serving(
     lower = np.array([SERVING_FITTABLE[n].low for n in names]) / scales
     upper = np.array([SERVING_FITTABLE[n].high for n in names]) / scales
     current = {**dataclasses.asdict(start_overhead), **{n: getattr(cost, n) for n in names if hasattr(cost, n)}}
-    x0 = np.array([float(current.get("request_s" if n == "request_overhead_s" else n, 0.0)) for n in names]) / scales
+    x0 = np.array([float(current.get(n, 0.0)) for n in names]) / scales
     span = upper - lower
     x0 = np.clip(x0, lower + 1e-3 * span, upper - 1e-3 * span)
 
     def build(x: np.ndarray) -> tuple[CalibratedCost, ServingOverhead]:
         values = {n: float(v) for n, v in zip(names, x * scales, strict=True)}
-        request_s = values.pop("request_overhead_s", start_overhead.request_s)
-        return cost.with_(**values) if values else cost, dataclasses.replace(start_overhead, request_s=request_s)
+        request_overhead_s = values.pop("request_overhead_s", start_overhead.request_overhead_s)
+        return cost.with_(**values) if values else cost, dataclasses.replace(
+            start_overhead, request_overhead_s=request_overhead_s
+        )
 
     cache: dict[bytes, tuple[pd.DataFrame, np.ndarray, np.ndarray]] = {}
     cheap = np.array([n == "request_overhead_s" for n in names])
@@ -437,7 +439,7 @@ def calibrate_serving(
         and the training requests' engine TTFT and TPOT."""
         key = np.asarray(x, dtype=float)[~cheap].tobytes()
         if key not in cache:
-            lag_only = dataclasses.replace(start_overhead, request_s=0.0)  # the output lag needs the steps
+            lag_only = dataclasses.replace(start_overhead, request_overhead_s=0.0)  # the output lag needs the steps
             run = simulate(requests, engine=engine, cost=build(x)[0])
             frame = client_requests(run, lag_only).set_index("request_id")
             rows = frame.loc[train.request_id.to_numpy()] if measured is not None else frame
@@ -446,13 +448,13 @@ def calibrate_serving(
 
     def client(x: np.ndarray) -> pd.DataFrame:
         frame = engine_side(x)[0]
-        extra = build(x)[1].request_s
+        extra = build(x)[1].request_overhead_s
         return frame.assign(ttft_s=frame.ttft_s + extra, e2e_s=frame.e2e_s + extra)
 
     def residuals(x: np.ndarray) -> np.ndarray:
         if measured is not None:
             _, ttft, tpot = engine_side(x)
-            extra = build(x)[1].request_s
+            extra = build(x)[1].request_overhead_s
             return np.concatenate(
                 [
                     (_profile(ttft + extra) / target["ttft_s"] - 1.0) / spread["ttft_s"],

@@ -9,8 +9,8 @@ before the response closes). :class:`ServingOverhead` names that time, and
 :func:`client_requests` adds it the way a benchmark client (``vllm bench serve``,
 inference-perf) measures:
 
-* TTFT = engine TTFT + ``request_s`` + the output lag of the first token;
-* end-to-end = engine end-to-end + ``request_s`` + the output lag of the last token;
+* TTFT = engine TTFT + ``request_overhead_s`` + the output lag of the first token;
+* end-to-end = engine end-to-end + ``request_overhead_s`` + the output lag of the last token;
 * time per output token is ``(e2e − TTFT) / (output − 1)`` of those.
 
 The output lag (``output_lag_steps``, 0 or 1): a token reaches the client that many engine
@@ -23,8 +23,8 @@ per-request time fit them within 13 % (:mod:`budgetlab.experiments.serving_runs`
 
 The per-step CPU time (scheduling, input preparation, sampling) is the cost model's
 ``step_overhead_s`` (:class:`~budgetlab.cost.CalibratedCost`), because it lengthens every step.
-``request_s`` is not a datasheet figure: measure it with :func:`budgetlab.serving.calibrate_serving`
-on your own benchmark.
+``request_overhead_s`` is not a datasheet figure: measure it with
+:func:`budgetlab.serving.calibrate_serving` on your own benchmark.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class ServingOverhead:
 
     Parameters
     ----------
-    request_s : float
+    request_overhead_s : float
         Added once to every request's TTFT and end-to-end latency [s], >= 0: HTTP handling,
         tokenization, the hand-off to the engine core, and detokenizing and streaming the
         first and last chunks. Default 0 (the engine's own latencies).
@@ -58,11 +58,11 @@ class ServingOverhead:
         (module docstring). Default 0.
     """
 
-    request_s: float = 0.0
+    request_overhead_s: float = 0.0
     output_lag_steps: int = 0
 
     def __post_init__(self) -> None:
-        number_in("request_s", self.request_s, low=0.0, what="seconds >= 0", maximum=MAX_TIME_S)
+        number_in("request_overhead_s", self.request_overhead_s, low=0.0, what="seconds >= 0", maximum=MAX_TIME_S)
         if self.output_lag_steps not in (0, 1) or isinstance(self.output_lag_steps, bool):
             raise ParameterError(f"output_lag_steps must be 0 or 1, got {self.output_lag_steps!r}")
 
@@ -70,7 +70,7 @@ class ServingOverhead:
     def vllm(cls) -> ServingOverhead:
         """What the published vLLM runs support (module docstring): one step of output lag, no
         constant per-request time."""
-        return cls(request_s=0.0, output_lag_steps=1)
+        return cls(request_overhead_s=0.0, output_lag_steps=1)
 
 
 def client_requests(result: object, overhead: ServingOverhead | None = None) -> pd.DataFrame:
@@ -92,7 +92,7 @@ def client_requests(result: object, overhead: ServingOverhead | None = None) -> 
     """
     requests = result.requests  # type: ignore[attr-defined]
     serving = overhead or ServingOverhead()
-    extra = serving.request_s
+    extra = serving.request_overhead_s
     output = requests.output_tokens.to_numpy()
     ttft = requests.ttft_s.to_numpy() + extra
     e2e = requests.e2e_s.to_numpy() + extra
