@@ -1,6 +1,6 @@
 """Accuracy against real engines: the memory model on vLLM start-up logs, the shipped preset on
-published vLLM serving runs (both in the developers' ``../shared/data/real/``; skipped when
-absent) with its median and P90 error stated as BLIS states it
+published vLLM serving runs (both in the developers' real-engine data, ``../shared/data/real/``
+or ``$BUDGETLAB_REAL_DATA``; skipped when absent) with its median and P90 error stated as BLIS states it
 (:mod:`budgetlab.experiments.accuracy`), and the calibration round trip on the shipped simulated
 benchmark file."""
 
@@ -16,7 +16,7 @@ from budgetlab.serving import calibrate_serving, example_bench_path
 def main(argv: list[str] | None = None) -> None:
     logs = kv_logs.default_logs_path()
     if logs is None:
-        print("  KV pool  : vllm_kv_logs.csv not found (developers' shared data); skipped")
+        print("  KV pool  : vllm_kv_logs.csv not found (developers' shared data, or set BUDGETLAB_REAL_DATA); skipped")
     else:
         compared = kv_logs.check_kv_logs(logs).compared
         roomy, tight = compared[~compared.tight], compared[compared.tight]

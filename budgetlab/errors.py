@@ -124,4 +124,5 @@ class BenchFormatError(BudgetlabError, ValueError):
 
 
 class DataFormatError(BudgetlabError, ValueError):
-    """A published data file (real-engine logs or runs) lacks a column a comparison needs."""
+    """A published data file (real-engine logs or runs) lacks a column a comparison needs, or
+    ``BUDGETLAB_REAL_DATA`` names no folder (:func:`budgetlab.experiments.published.real_data_dir`)."""

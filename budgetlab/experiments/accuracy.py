@@ -14,7 +14,8 @@ steady runs it lies between the 9th and the 10th smallest error, so it is close 
 
 Which real runs
 ---------------
-Every real serving run in the developers' ``../shared/data/real/`` that the check can rebuild
+Every real serving run in the developers' real-engine data
+(:func:`~budgetlab.experiments.published.real_data_dir`) that the check can rebuild
 faithfully: the 12 stages of ``vllm_serving_h100_inference_sim.csv`` (Llama-2-7B TP1 and
 Mixtral-8x7B TP2 on H100; 10 steady, 2 overloaded). :func:`real_runs_accuracy` runs that check.
 
@@ -137,8 +138,9 @@ def format_accuracy(summary: pd.DataFrame) -> str:
 def real_runs_accuracy(
     *, max_duration_s: float | None = 60.0, progress: ProgressSpec = None
 ) -> tuple[ServingRunsCheck, pd.DataFrame] | None:
-    """The check over every real serving run in ``../shared/data/real/`` (module docstring),
-    and its :func:`accuracy_summary`; ``None`` where that data is absent (a user's clone).
+    """The check over every real serving run in the developers' real-engine data (module
+    docstring), and its :func:`accuracy_summary`; ``None`` where that data is absent (a user's
+    clone or an installed wheel without ``BUDGETLAB_REAL_DATA``).
 
     Parameters
     ----------

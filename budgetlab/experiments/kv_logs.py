@@ -1,9 +1,10 @@
 """The memory model against real vLLM start-ups: predicted KV pools next to what vLLM logged.
 
-``vllm_kv_logs.csv`` (in the developers' ``../shared/data/real/``; its README gives every
-source) holds one row per vLLM server start: the command line and what the profiler printed
-(weights, non-torch memory, activation peak, memory left for KV, "GPU KV cache size"). This
-module maps each row onto budgetlab's specs, predicts the same numbers with
+``vllm_kv_logs.csv`` (in the developers' real-engine data, ``../shared/data/real/`` or
+``$BUDGETLAB_REAL_DATA``, :func:`~budgetlab.experiments.published.real_data_dir`; never shipped;
+its README gives every source) holds one row per vLLM server start: the command line and what
+the profiler printed (weights, non-torch memory, activation peak, memory left for KV, "GPU KV
+cache size"). This module maps each row onto budgetlab's specs, predicts the same numbers with
 :func:`budgetlab.memory.kv_capacity`, and says why a row cannot be compared when it cannot.
 
 A row is compared when all of these hold:
@@ -59,7 +60,7 @@ import pandas as pd
 
 from budgetlab.catalog import hardware, model
 from budgetlab.errors import UnknownNameError
-from budgetlab.experiments.published import read_published_csv, shared_real_path
+from budgetlab.experiments.published import read_published_csv, real_data_path
 from budgetlab.formats import KV_CACHE_DTYPES, QUANTIZATIONS
 from budgetlab.hf_families import vision_encoder
 from budgetlab.memory import (
@@ -192,8 +193,9 @@ _NEEDED = (
 
 
 def default_logs_path() -> Path | None:
-    """``vllm_kv_logs.csv`` in the developers' shared data beside a source checkout, if present."""
-    return shared_real_path("vllm_kv_logs.csv")
+    """``vllm_kv_logs.csv`` in the developers' real-engine data, if present
+    (:func:`~budgetlab.experiments.published.real_data_path`)."""
+    return real_data_path("vllm_kv_logs.csv")
 
 
 def read_kv_logs(path: str | os.PathLike[str]) -> pd.DataFrame:

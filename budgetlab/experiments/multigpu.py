@@ -5,7 +5,8 @@ column names (``*_s``, ``*_tokens``, ``*_bytes``) and a ``cost_model`` column na
 that priced it. The numbers are the package's models' (:mod:`budgetlab.memory`,
 :mod:`budgetlab.cost.collective`, :mod:`budgetlab.cudagraph`, ``CalibratedCost.step_terms``,
 the simulator and :func:`~budgetlab.experiments.sweep.sweep`); published measurements come from
-the developers' shared data (:mod:`budgetlab.experiments.serving_runs`, ``allreduce.csv``). In
+the developers' real-engine data (:mod:`budgetlab.experiments.serving_runs`, ``allreduce.csv``;
+:func:`~budgetlab.experiments.published.real_data_dir`, never shipped). In
 the notebook's order: what fits at each tensor-parallel degree and what a decode step and a
 token cost there; all-reduce latencies; the CUDA-graph ladder and its end; a mixture of
 experts' TTFT against the token budget.
@@ -31,7 +32,7 @@ from budgetlab.cost.calibrated import CalibratedCost
 from budgetlab.cudagraph import cudagraph_capture_sizes, cudagraph_dispatch
 from budgetlab.errors import DataFormatError, DoesNotFitError, ParameterError, RequestTooLargeError
 from budgetlab.experiments.executors import SerialExecutor
-from budgetlab.experiments.published import read_published_csv, shared_real_path
+from budgetlab.experiments.published import read_published_csv, real_data_path
 from budgetlab.experiments.serving_runs import (
     check_serving_runs,
     gpu_from_name,
@@ -44,7 +45,7 @@ from budgetlab.experiments.sweep import max_service_rate_per_s, sweep
 from budgetlab.memory import activation_dtype_bytes, kv_capacity, weight_bytes_per_gpu, weights_fit
 from budgetlab.simulator import simulate
 from budgetlab.specs import Batch, EngineConfig, HardwareSpec, ModelSpec
-from budgetlab.workload import SweepWorkload, check_workload, mean_sequence_tokens
+from budgetlab.workload import SweepWorkload, check_workload, mean_sequence_tokens, workload_requests
 
 __all__ = [
     "CostFactory",
@@ -241,7 +242,7 @@ def tpot_by_tp(
     checked = check_workload(workload)
     rate = number_in("rate_per_s", rate_per_s, low=0.0, low_open=True, what="> 0 requests per second")
     build = cost or typical_cost
-    requests = checked.requests(rate_per_s=rate, seed=seed)
+    requests = workload_requests(checked, rate_per_s=rate, seed=seed)
     rows = []
     for _, fit in tp_deployments(hardware, model, tp_degrees, engine=engine).iterrows():
         tp = int(fit.tp)
@@ -357,8 +358,9 @@ _ALL_REDUCE_NEEDED = ("source_kind", "gpu", "tp", "message_bytes", "implementati
 
 
 def default_all_reduce_path() -> Path | None:
-    """``allreduce.csv`` in the developers' shared data, if present."""
-    return shared_real_path("allreduce.csv")
+    """``allreduce.csv`` in the developers' real-engine data, if present
+    (:func:`~budgetlab.experiments.published.real_data_path`)."""
+    return real_data_path("allreduce.csv")
 
 
 def read_all_reduce(path: str | os.PathLike[str]) -> pd.DataFrame:

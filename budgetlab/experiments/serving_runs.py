@@ -1,8 +1,9 @@
 """Predicted against measured on published vLLM serving runs (``vllm_serving_h100_inference_sim.csv``).
 
-The file (in the developers' ``../shared/data/real/``; its README gives the source and caveats)
-holds one row per load stage of a real vLLM server on H100 driven by inference-perf: the
-configuration (``gpu``, ``model``, ``tp``, ``max_num_batched_tokens``, ``max_num_seqs``,
+The file (in the developers' real-engine data, ``../shared/data/real/`` or ``$BUDGETLAB_REAL_DATA``,
+:func:`~budgetlab.experiments.published.real_data_dir`; never shipped; its README gives the source
+and caveats) holds one row per load stage of a real vLLM server on H100 driven by inference-perf:
+the configuration (``gpu``, ``model``, ``tp``, ``max_num_batched_tokens``, ``max_num_seqs``,
 ``max_model_len``), the workload (``num_unique_system_prompts`` system prompts of
 ``system_prompt_len`` tokens, each shared by ``num_users_per_system_prompt`` users, a question,
 a fixed output length, constant arrivals at ``requested_rate_per_s`` for ``stage_duration_s``)
@@ -52,7 +53,7 @@ from budgetlab.catalog import hardware, hf_ids, list_hardware, model
 from budgetlab.cost.calibrated import CalibratedCost
 from budgetlab.errors import DataFormatError, UnknownNameError
 from budgetlab.experiments.progress import ProgressReporter, ProgressSpec, progress_reporter
-from budgetlab.experiments.published import read_published_csv, shared_real_path
+from budgetlab.experiments.published import read_published_csv, real_data_path
 from budgetlab.serving.overhead import ServingOverhead, client_requests
 from budgetlab.simulator import simulate
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
@@ -91,8 +92,9 @@ _ENGINE_KNOBS = ("max_num_batched_tokens", "max_num_seqs", "max_model_len")
 
 
 def default_runs_path() -> Path | None:
-    """``vllm_serving_h100_inference_sim.csv`` in the developers' shared data, if present."""
-    return shared_real_path("vllm_serving_h100_inference_sim.csv")
+    """``vllm_serving_h100_inference_sim.csv`` in the developers' real-engine data, if present
+    (:func:`~budgetlab.experiments.published.real_data_path`)."""
+    return real_data_path("vllm_serving_h100_inference_sim.csv")
 
 
 def measured_overloaded(runs: pd.DataFrame | pd.Series) -> Any:
