@@ -92,9 +92,7 @@ def test_core_prices_random_calibrated_steps_bit_for_bit(name, num_decodes, cont
         if total + m <= room:
             kept.append((m, c))
             total += m
-    batch = Batch(
-        num_decodes, num_decodes * context_per_decode, tuple(m for m, _ in kept), tuple(c for _, c in kept)
-    )
+    batch = Batch(num_decodes, num_decodes * context_per_decode, tuple(m for m, _ in kept), tuple(c for _, c in kept))
     assert core_time_s(cost, batch) == cost.batch_time_s(batch)
 
 

@@ -41,6 +41,7 @@ from budgetlab.workload import (
     requests_to_frame,
     synthetic_workload,
     trace_stats,
+    workload_requests,
 )
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -640,6 +641,30 @@ def test_synthetic_workload_common_random_numbers():
     assert SMALL.requests(rate_per_s=2.0, seed=3) == slow  # deterministic
     assert SMALL.requests(rate_per_s=2.0, seed=4) != slow
     assert len(slow) == 200
+
+
+def test_synthetic_workload_columns_are_its_requests():
+    """``columns`` (what sweeps simulate: arrays, no Request each) holds exactly ``requests``:
+    the arrivals of the load-1 draw divided by the rate, as the requests were always made."""
+    columns = SMALL.columns(rate_per_s=7.0, seed=3)
+    requests = SMALL.requests(rate_per_s=7.0, seed=3)
+    assert columns == requests
+    unit = SMALL.columns(rate_per_s=1.0, seed=3)
+    assert [r.arrival_at_s for r in requests] == [t / 7.0 for t in unit.arrival_at_s.tolist()]
+    assert workload_requests(SMALL, rate_per_s=7.0, seed=3) == requests
+    assert type(workload_requests(SMALL, rate_per_s=7.0, seed=3)) is type(columns)
+
+
+def test_workload_requests_falls_back_to_requests():
+    """A workload without ``columns`` is asked for its ``requests``."""
+
+    class Listed:
+        label = "listed"
+
+        def requests(self, *, rate_per_s: float, seed: int = 0) -> list[Request]:
+            return [Request(0, 0.0, 10 * seed + 1, int(rate_per_s))]
+
+    assert workload_requests(Listed(), rate_per_s=3.0, seed=2) == [Request(0, 0.0, 21, 3)]
 
 
 def test_synthetic_workload_presets_and_validation():

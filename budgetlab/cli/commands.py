@@ -136,7 +136,7 @@ def simulate_command(args: argparse.Namespace, out: IO[str]) -> Document:
     else:
         synthetic = synthetic_from(args, num_requests=1000)
         rate = args.rate or 10.0
-        requests = synthetic.requests(rate_per_s=rate, seed=args.seed)
+        requests = synthetic.columns(rate_per_s=rate, seed=args.seed)
         workload = {
             "synthetic": args.workload,
             "num_requests": len(requests),

@@ -57,7 +57,7 @@ from budgetlab.memory import (
 from budgetlab.metrics import gate_shares, run_numbers
 from budgetlab.simulator import simulate
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
-from budgetlab.workload import SweepWorkload, check_workload, mean_sequence_tokens
+from budgetlab.workload import SweepWorkload, check_workload, mean_sequence_tokens, workload_requests
 
 __all__ = [
     "DEFAULT_MODELS",
@@ -406,7 +406,7 @@ def kv_gate_runs(
     checked = check_workload(workload)
     rate = number_in("rate_per_s", rate_per_s, low=0.0, low_open=True, what="> 0 requests per second")
     points = int_at_least("max_points", max_points, 2)
-    requests = checked.requests(rate_per_s=rate, seed=seed)
+    requests = workload_requests(checked, rate_per_s=rate, seed=seed)
     rows, timelines = [], []
     for row in _deployed(deployed).itertuples():
         model = resolve_model(str(row.model))

@@ -53,7 +53,7 @@ from budgetlab.memory import (
 from budgetlab.simulator.kv_groups import peak_blocks
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
 from budgetlab.text import fmt_latency
-from budgetlab.workload import SweepWorkload, check_workload, mean_sequence_tokens
+from budgetlab.workload import SweepWorkload, check_workload, mean_sequence_tokens, workload_requests
 
 __all__ = [
     "requests_pool_holds",
@@ -201,7 +201,7 @@ def longest_sequence_tokens(workload: SweepWorkload, *, seed: int = 0) -> int:
     prompts, outputs = getattr(workload, "prompt_tokens", None), getattr(workload, "output_tokens", None)
     if isinstance(prompts, np.ndarray) and isinstance(outputs, np.ndarray) and prompts.size:
         return int(np.max(prompts + outputs))
-    requests = workload.requests(rate_per_s=1.0, seed=random_seed("seed", seed))
+    requests = workload_requests(workload, rate_per_s=1.0, seed=random_seed("seed", seed))
     return max((r.prompt_tokens + r.output_tokens for r in requests), default=1)
 
 

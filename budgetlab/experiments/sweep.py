@@ -56,7 +56,14 @@ from budgetlab.metrics import SUMMARY_QUANTILES, gate_stats
 from budgetlab.simulator import SimMode, simulate
 from budgetlab.specs import Batch, EngineConfig, HardwareSpec, ModelSpec
 from budgetlab.speculative import draft_rules
-from budgetlab.workload import AcceptanceModel, SweepWorkload, TraceWorkload, check_workload, mean_sequence_tokens
+from budgetlab.workload import (
+    AcceptanceModel,
+    SweepWorkload,
+    TraceWorkload,
+    check_workload,
+    mean_sequence_tokens,
+    workload_requests,
+)
 
 __all__ = [
     "sweep",
@@ -234,7 +241,7 @@ def run_point(point: SweepPoint) -> dict[str, SweepValue]:
 
     A module-level function so process pools and Dask can ship it to workers.
     """
-    requests = point.workload.requests(rate_per_s=point.rate_per_s, seed=point.seed)
+    requests = workload_requests(point.workload, rate_per_s=point.rate_per_s, seed=point.seed)
     cost = make_cost(point.cost, point.hardware, point.model, engine=point.engine)
     result = simulate(
         requests,

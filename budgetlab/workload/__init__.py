@@ -43,7 +43,8 @@ Conventions
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, cast, runtime_checkable
 
 from budgetlab.errors import ParameterError
 from budgetlab.specs import Request
@@ -159,6 +160,7 @@ __all__ = [
     "SweepWorkload",
     "check_workload",
     "mean_sequence_tokens",
+    "workload_requests",
 ]
 
 
@@ -169,8 +171,11 @@ class SweepWorkload(Protocol):
     ``requests(rate_per_s=..., seed=...)`` returns the requests offered at that load [1/s];
     ``label`` names it in tables. It must be picklable (defined in an importable module, not a
     notebook cell) to run in worker processes, and deterministic: the same arguments give the
-    same requests. :class:`SyntheticWorkload`, :class:`TraceWorkload`,
-    :class:`SystemPromptWorkload` and :class:`MultiTurnWorkload` are four.
+    same requests. A workload may also have ``columns(rate_per_s=..., seed=...)`` returning the
+    same requests as a :class:`RequestColumns` (arrays, no ``Request`` object each), which the
+    sweeps, searches and the tuner then simulate (:func:`workload_requests`).
+    :class:`SyntheticWorkload`, :class:`TraceWorkload`, :class:`SystemPromptWorkload` and
+    :class:`MultiTurnWorkload` are four.
     """
 
     label: str
@@ -197,6 +202,15 @@ def check_workload(workload: object) -> SweepWorkload:
     return workload
 
 
+def workload_requests(workload: SweepWorkload, *, rate_per_s: float, seed: int = 0) -> Sequence[Request]:
+    """The requests ``workload`` offers at ``rate_per_s`` [1/s]: its ``columns(...)`` where it
+    has that method (arrays, nothing built per request), else its ``requests(...)``."""
+    columns = getattr(workload, "columns", None)
+    if callable(columns):
+        return cast(Sequence[Request], columns(rate_per_s=rate_per_s, seed=seed))
+    return workload.requests(rate_per_s=rate_per_s, seed=seed)
+
+
 def mean_sequence_tokens(workload: SweepWorkload, *, seed: int = 0) -> float:
     """Mean prompt + output length of a workload's requests [tokens].
 
@@ -207,4 +221,4 @@ def mean_sequence_tokens(workload: SweepWorkload, *, seed: int = 0) -> float:
     method = getattr(workload, "mean_sequence_tokens", None)
     if callable(method):
         return float(method(seed=seed))
-    return mean_total_tokens(workload.requests(rate_per_s=1.0, seed=seed))
+    return mean_total_tokens(workload_requests(workload, rate_per_s=1.0, seed=seed))

@@ -382,9 +382,9 @@ def workload_stats(workload: SweepWorkload, *, seed: int = 0) -> dict[str, float
     (linear interpolation), output 20 / 28 / 20, ``sequence_mean_tokens`` 220,
     ``num_requests`` 2.
     """
-    from budgetlab.workload import mean_sequence_tokens  # the package imports this module
+    from budgetlab.workload import mean_sequence_tokens, workload_requests  # the package imports this module
 
-    requests = workload.requests(rate_per_s=1.0, seed=seed)
+    requests = workload_requests(workload, rate_per_s=1.0, seed=seed)
     stats = trace_stats(requests)
     numbers: dict[str, float | int] = {key: stats[key] for key in WORKLOAD_STATS[:6]}
     numbers["sequence_mean_tokens"] = mean_sequence_tokens(workload, seed=seed)

@@ -24,7 +24,7 @@ from budgetlab._checks import (
 )
 from budgetlab.specs import Request
 from budgetlab.workload.arrivals import ARRIVAL_KINDS, ArrivalKind, gamma_arrivals, poisson_arrivals
-from budgetlab.workload.frames import fixed_lengths_label, mean_lengths_tokens, mean_total_tokens
+from budgetlab.workload.frames import RequestColumns, fixed_lengths_label, mean_lengths_tokens, mean_total_tokens
 from budgetlab.workload.lengths import PRESETS, Fixed, LengthDistribution, as_distribution, whole_numbers
 
 __all__ = ["synthetic_workload", "conversation_like", "code_like", "SyntheticWorkload", "DEFAULT_NUM_REQUESTS"]
@@ -81,6 +81,21 @@ def synthetic_workload(
     >>> [r.output_tokens for r in reqs]
     [50, 50, 50]
     """
+    times, prompts, outputs = _draw(num_requests, rate_per_s, prompt, output, arrivals, cv, seed)
+    return [Request(i, t, p, o) for i, (t, p, o) in enumerate(zip(times.tolist(), prompts.tolist(), outputs.tolist()))]
+
+
+def _draw(
+    num_requests: int,
+    rate_per_s: float,
+    prompt: LengthDistribution | int,
+    output: LengthDistribution | int,
+    arrivals: ArrivalKind,
+    cv: float,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`synthetic_workload`'s arguments checked and drawn: arrival instants [s], prompt
+    and output lengths [tokens], in arrival order."""
     n = int_at_least("num_requests", num_requests, 1, **PLAIN_ERRORS, maximum=MAX_REQUESTS)
     rate = finite_number("rate_per_s", rate_per_s, positive=True, unit="1/s", **PLAIN_ERRORS)
     prompt_dist = as_distribution("prompt", prompt)
@@ -100,7 +115,7 @@ def synthetic_workload(
         times = gamma_arrivals(rate_per_s=rate, cv=cv_value, num_requests=n, seed=arrival_seq)
     prompts = _checked_sample("prompt", prompt_dist, n, np.random.default_rng(prompt_seq))
     outputs = _checked_sample("output", output_dist, n, np.random.default_rng(output_seq))
-    return [Request(i, t, p, o) for i, (t, p, o) in enumerate(zip(times.tolist(), prompts.tolist(), outputs.tolist()))]
+    return times, prompts, outputs
 
 
 def _checked_sample(name: str, dist: LengthDistribution, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -271,21 +286,20 @@ class SyntheticWorkload:
         seed : int
             Seed of the arrival and length draws [-], >= 0.
         """
+        return list(self.columns(rate_per_s=rate_per_s, seed=seed))
+
+    def columns(self, *, rate_per_s: float, seed: int = 0) -> RequestColumns:
+        """:meth:`requests` as columns (no ``Request`` built until one is asked for): what
+        the sweeps, capacity searches and the tuner simulate."""
         rate = positive_rate("rate_per_s", rate_per_s)
-        unit = synthetic_workload(
-            num_requests=self.num_requests,
-            rate_per_s=1.0,
-            prompt=self.prompt,
-            output=self.output,
-            arrivals=self.arrivals,
-            cv=self.cv,
-            seed=random_seed("seed", seed),
+        times, prompts, outputs = _draw(
+            self.num_requests, 1.0, self.prompt, self.output, self.arrivals, self.cv, random_seed("seed", seed)
         )
-        return [Request(r.request_id, r.arrival_at_s / rate, r.prompt_tokens, r.output_tokens) for r in unit]
+        return RequestColumns(times / rate, prompts, outputs)
 
     def mean_sequence_tokens(self, *, seed: int = 0) -> float:
         """Mean prompt + output length of the requests the seed draws [tokens]."""
-        return mean_total_tokens(self.requests(rate_per_s=1.0, seed=seed))
+        return mean_total_tokens(self.columns(rate_per_s=1.0, seed=seed))
 
     def with_fixed_lengths(self, *, seed: int = 0) -> SyntheticWorkload:
         """This workload's fixed-length twin: the same arrivals, every prompt and every output at
@@ -299,7 +313,7 @@ class SyntheticWorkload:
         seed : int
             Seed of the draw whose mean lengths are used [-].
         """
-        prompt_tokens, output_tokens = mean_lengths_tokens(self.requests(rate_per_s=1.0, seed=seed))
+        prompt_tokens, output_tokens = mean_lengths_tokens(self.columns(rate_per_s=1.0, seed=seed))
         return replace(
             self,
             prompt=Fixed(prompt_tokens),
