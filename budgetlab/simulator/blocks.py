@@ -35,8 +35,12 @@ from __future__ import annotations
 from array import array
 from collections import OrderedDict, defaultdict
 from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from budgetlab.simulator.inputs import RequestTable
 
 __all__ = ["BlockKeys", "PrefixBlockPool", "Hit"]
 
@@ -97,6 +101,12 @@ class BlockKeys:
         self._shared_stream = _int_buffer(shared_stream)
         self._tail_stream = _int_buffer(tail_stream)
         self._block_size = block_size
+
+    @classmethod
+    def of_table(cls, table: RequestTable, order: np.ndarray, block_size: int) -> BlockKeys:
+        """The keys of ``table``'s requests, in the arrival ``order`` the simulator runs them in."""
+        prefix_id = [table.prefix_id[i] for i in order.tolist()]
+        return cls(prefix_id, table.prefix_tokens[order], table.prompt_tokens[order], block_size)
 
     def key(self, request: int, block: int) -> int:
         """The key of block ``block`` (0-based) of ``request``."""

@@ -77,12 +77,7 @@ def core_inputs(table: RequestTable, engine: EngineConfig, num_blocks: int) -> C
     order, origin, arrival = arrival_order(table)
     keys = None
     if engine.enable_prefix_caching:
-        keys = BlockKeys(
-            [table.prefix_id[i] for i in order.tolist()],
-            table.prefix_tokens[order],
-            table.prompt_tokens[order],
-            engine.block_size,
-        )
+        keys = BlockKeys.of_table(table, order, engine.block_size)
     return CoreInputs(table, order, origin, arrival, engine, num_blocks, keys)
 
 

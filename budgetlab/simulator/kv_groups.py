@@ -89,12 +89,7 @@ def block_tables(
     order of ``table``'s rows."""
     keys = None
     if engine.enable_prefix_caching:
-        keys = BlockKeys(
-            [table.prefix_id[i] for i in order.tolist()],
-            table.prefix_tokens[order],
-            table.prompt_tokens[order],
-            engine.block_size,
-        )
+        keys = BlockKeys.of_table(table, order, engine.block_size)
     if groups == ("full",) and not engine.num_speculative_tokens:  # speculating: per-request tables (drafts.py S4)
         pool = PrefixBlockPool(num_blocks, keys, len(order), engine.block_size) if keys is not None else None
         return pool, None
