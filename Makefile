@@ -81,8 +81,8 @@ test-wheel:
 	$(WHEEL_VENV)/bin/python -m pip install --quiet "$$(ls $(WHEEL_VENV)/dist/budgetlab-*.whl)[test]"
 	BUDGETLAB_EXPECT_INSTALLED=1 PYTHONSAFEPATH=1 $(WHEEL_VENV)/bin/python -m pytest -p no:cacheprovider -m "$(WHEEL_MARKERS)" $(PYTEST_ARGS)
 
-# The default reports: every notebook in the seeds' scenario: about three minutes on two free
-# cores (166 s measured for 13 reports), longer when they are shared; progress is printed as reports
+# The default reports: every notebook in the seeds' scenario: about four minutes on two free
+# cores (256 s measured for 13 reports), longer when they are shared; progress is printed as reports
 # start and finish, and every 30 s which are still running.
 DEFAULT_SCENARIO := h100-llama-3.1-8b
 reports: $(STAMP)

@@ -154,8 +154,10 @@ but each request's state, gaps, blocks and chunk run once per run. ``mode="refer
 one step at a time with plain Python (the rules transliterated, :mod:`.step`, :mod:`.waiting`,
 :mod:`.blocks`), the specification the tests compare the core against. Several KV-cache groups
 and speculative decoding are scheduled by the reference steps in both modes. The compiled core
-prices ``ConstantCost`` and ``IdealCost`` itself; any other cost model prices each step it plans
-(``batch_time_s``) and each decode-only run (``decode_run_time_s``, all its steps in one call).
+prices ``ConstantCost``, ``IdealCost`` and ``CalibratedCost`` (the real-engine default; dense
+full-attention models without a proposer) itself, with each model's own arithmetic
+(:mod:`.core_cost`); any other cost model prices each step it plans (``batch_time_s``) and each
+decode-only run (``decode_run_time_s``, all its steps in one call) in Python.
 
 Glossary: a request's *known* tokens are its prompt plus the tokens it has generated; its
 *computed* tokens are those in the KV cache. A decode schedules the one known token not yet
@@ -186,8 +188,8 @@ release), :mod:`.waiting` (the waiting pass and its KV gate), :mod:`.blocks` and
 (speculative decoding), :mod:`.loop` (the run loop, and which way a run goes); the compiled core
 — :mod:`.core_state` (its arrays), :mod:`.core_pool` (queues and the prefix-cache pool),
 :mod:`.core` (the step: running pass, victims, waiting pass, sampling), :mod:`.core_runs`
-(decode-only runs), :mod:`.core_loop` (its loop), :mod:`.compiled` (its driver and pricing in
-Python); then :mod:`.stall` (the livelock guard), :mod:`.record` (the record → tables, summary)
+(decode-only runs), :mod:`.core_cost` (step times), :mod:`.core_loop` (its loop),
+:mod:`.compiled` (its driver and pricing in Python); then :mod:`.stall` (the livelock guard), :mod:`.record` (the record → tables, summary)
 and :mod:`.steplog` (the step log, built on demand).
 """
 
