@@ -152,6 +152,16 @@ def test_all_reduce_table_ends_at_the_budget():
     assert np.isnan(core_time_s(cost, Batch(0, 0, (257,), (0,)), max_tokens=256))
 
 
+def test_a_budget_beyond_the_table_is_priced_in_python():
+    """Chunked prefill off at a long context makes the budget the context: its all-reduce table
+    would hold a million token counts, so the model prices the steps that occur instead."""
+    cost = CalibratedCost.typical(H100, model("llama-3.1-70b")).with_(tp=2)
+    assert cost._constants.all_reduce_table is not None
+    assert cost_kind(cost, 2**20)[0] == COST_PYTHON
+    assert cost_kind(cost, 2048)[0] == COST_CALIBRATED
+    assert calibrated_params(cost, 2048) is not calibrated_params(cost, 2048)  # a fresh copy each time
+
+
 @pytest.mark.parametrize(
     "engine",
     [

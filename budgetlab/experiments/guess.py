@@ -54,6 +54,7 @@ from budgetlab.simulator.kv_groups import peak_blocks
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec
 from budgetlab.text import fmt_latency
 from budgetlab.workload import SweepWorkload, check_workload, mean_sequence_tokens, workload_requests
+from budgetlab.workload.frames import RequestColumns
 
 __all__ = [
     "requests_pool_holds",
@@ -202,6 +203,8 @@ def longest_sequence_tokens(workload: SweepWorkload, *, seed: int = 0) -> int:
     if isinstance(prompts, np.ndarray) and isinstance(outputs, np.ndarray) and prompts.size:
         return int(np.max(prompts + outputs))
     requests = workload_requests(workload, rate_per_s=1.0, seed=random_seed("seed", seed))
+    if isinstance(requests, RequestColumns):  # a synthetic workload's columns: no Request built
+        return int(np.max(requests.prompt_tokens + requests.output_tokens)) if len(requests) else 1
     return max((r.prompt_tokens + r.output_tokens for r in requests), default=1)
 
 

@@ -189,8 +189,9 @@ release), :mod:`.waiting` (the waiting pass and its KV gate), :mod:`.blocks` and
 — :mod:`.core_state` (its arrays), :mod:`.core_pool` (queues and the prefix-cache pool),
 :mod:`.core` (the step: running pass, victims, waiting pass, sampling), :mod:`.core_runs`
 (decode-only runs), :mod:`.core_cost` (step times), :mod:`.core_loop` (its loop),
-:mod:`.compiled` (its driver and pricing in Python); then :mod:`.stall` (the livelock guard), :mod:`.record` (the record → tables, summary)
-and :mod:`.steplog` (the step log, built on demand).
+:mod:`.compiled` (its driver and pricing in Python); then :mod:`.stall` (the livelock guard),
+:mod:`.record` (the record → tables, summary) and :mod:`.steplog` (the step log, built on
+demand).
 """
 
 from __future__ import annotations

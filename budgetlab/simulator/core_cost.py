@@ -26,6 +26,7 @@ attention kinds, and a proposer's passes are priced by the model in Python.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -74,6 +75,10 @@ __all__ = ["cost_kind", "calibrated_params", "step_s", "run_s", "calibrated_step
     C_HEADER,
 ) = range(24)
 
+#: The longest all-reduce table the core keeps (every token count up to 128 Ki, 4 MiB); a
+#: larger budget (chunked prefill off at a long ``max_model_len``) is priced by the model.
+MAX_ALL_REDUCE_ROWS = 2**17 + 1
+
 # CUDA-graph mode codes (budgetlab.cost.step_terms: FULL, PIECEWISE, NONE); -1: no graph information
 _FULL, _PIECEWISE, _NONE, _NO_GRAPH = 0, 1, 2, -1
 
@@ -115,6 +120,8 @@ def calibrated_params(cost: Any, max_tokens: int) -> np.ndarray | None:
     rows = 0  # the all-reduce table's: every step's tokens, and every graph's padded tokens
     if table is not None:
         rows = int(max((max_tokens, *sizes))) + 1
+        if rows > MAX_ALL_REDUCE_ROWS:
+            return None  # a budget beyond any chunk size: the model prices the steps that occur
     header = np.zeros(C_HEADER)
     header[C_OVERHEAD] = c.overhead_s
     header[C_LAYERS_OVERHEAD] = c.layers_overhead_s
@@ -140,12 +147,19 @@ def calibrated_params(cost: Any, max_tokens: int) -> np.ndarray | None:
     header[C_NUM_FULL] = len(full)
     parts = [header, np.asarray(sizes, dtype=float), np.asarray(full, dtype=float)]
     if table is not None:
-        tokens = np.arange(rows, dtype=float)
-        parts += [
-            np.asarray(table.time_s(tokens, False), dtype=float),
-            np.asarray(table.time_s(tokens, True), dtype=float),
-        ]
+        parts.append(_all_reduce_rows(cost, rows))
     return np.concatenate(parts)
+
+
+@lru_cache(maxsize=16)
+def _all_reduce_rows(cost: Any, rows: int) -> np.ndarray:
+    """A cost's all-reduce time for every token count below ``rows`` in a CUDA graph, then
+    without one [s] (its :class:`~budgetlab.cost.step_constants.AllReduceTable` over arrays:
+    the same values as its scalar path), kept for the next simulation of an equal cost (costs
+    are frozen). Never written to: :func:`calibrated_params` copies it."""
+    table = cost._constants.all_reduce_table
+    tokens = np.arange(rows, dtype=float)
+    return np.concatenate([np.asarray(table.time_s(tokens, eager), dtype=float) for eager in (False, True)])
 
 
 @core_jit
