@@ -19,7 +19,8 @@ Reading guide: which module to open for which question
 * *How much KV memory is left, and who gets in?* :mod:`budgetlab.memory`, then the three gates
   in :mod:`budgetlab.admission`.
 * *What happens over time, step by step, as vLLM schedules it?* :mod:`budgetlab.simulator`
-  (start with its module docstring, then ``step.py``: the rules; ``fast.py`` only goes faster).
+  (start with its module docstring, then ``step.py``: the rules; ``core.py`` states them again,
+  compiled, and only goes faster).
 * *What traffic?* :mod:`budgetlab.workload`. *What numbers come out of a run?*
   :mod:`budgetlab.metrics`.
 * *Which load does a replica carry under an SLO, and which knobs should I set?*

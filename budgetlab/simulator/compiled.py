@@ -32,7 +32,7 @@ from budgetlab.simulator.core_loop import advance
 from budgetlab.simulator.core_runs import MAX_RUN_STEPS
 from budgetlab.simulator.core_state import CoreState
 from budgetlab.simulator.inputs import RequestTable
-from budgetlab.simulator.plan import DECODE
+from budgetlab.simulator.plan import step_batch
 from budgetlab.simulator.record import RECORDED_STEP_COLUMNS, ChunkLog, RunRecord
 from budgetlab.simulator.stall import stall_error, stall_limit_steps
 from budgetlab.simulator.state import (
@@ -241,18 +241,8 @@ def _grown(core: CoreState) -> CoreState:
 
 
 def _planned_batch(core: CoreState) -> Batch:
-    """The planned step's composition, as :meth:`~.plan.StepPlan.batch` builds it."""
-    num_decodes = decode_context = 0
-    prefill_tokens: list[int] = []
-    prefill_context: list[int] = []
-    for _, tokens, kind, before in core.plan[: core.n[cs.N_PLAN]].tolist():
-        if kind == DECODE:
-            num_decodes += 1
-            decode_context += before
-        else:
-            prefill_tokens.append(tokens)
-            prefill_context.append(before)
-    return Batch(num_decodes, decode_context, tuple(prefill_tokens), tuple(prefill_context))
+    """The planned step's composition (its plan rows: request, tokens, kind, computed before)."""
+    return step_batch(core.plan[: core.n[cs.N_PLAN]].tolist())
 
 
 def run_compiled(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False) -> CoreState:

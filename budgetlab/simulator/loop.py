@@ -1,6 +1,6 @@
 """The run loop: queue the arrivals, then take the next step, until every request has finished.
 
-:func:`run` runs a :class:`~budgetlab.simulator.state.SimState` to the end and returns its record.
+:func:`run` runs a request table to the end and returns its record.
 ``mode="fast"`` (the default) runs it through the compiled core (:mod:`.compiled`: each rule
 stated once, compiled, with runs of decode-only steps taken at once) whenever the core schedules
 the engine — one full-attention KV group, no speculative decoding; otherwise, and with
@@ -59,8 +59,9 @@ class RunOptions:
         compiled core (the same rules, compiled; decode-only runs taken at once).
     price_in_python : bool
         Fast mode: price every step and decode-only run with the cost model's own Python methods
-        even when the compiled core prices the model itself (``ConstantCost``, ``IdealCost``);
-        the tests' third mode, which checks the two pricings agree.
+        even when the compiled core prices the model itself (:mod:`.core_cost`: ``ConstantCost``,
+        ``IdealCost``, ``CalibratedCost`` of a dense model); the tests' third mode, which checks
+        the two pricings agree.
     check_requests_fit : bool
         Reject, before the run, requests that could never fit the KV pool. Tests turn it off
         to reach the loop's own guard against a step that schedules nothing.
