@@ -53,9 +53,9 @@ Fan type 7). The inter-token gaps are stored compressed, as (value, multiplicity
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 import pandas as pd
@@ -69,6 +69,9 @@ if TYPE_CHECKING:  # the simulator imports this module
 
 __all__ = [
     "quantile",
+    "quantile_of_ranked",
+    "GapSample",
+    "WeightedGaps",
     "summarize",
     "SUMMARY_QUANTILES",
     "GATES",
@@ -125,6 +128,31 @@ def quantile(values: ArrayLike, q: ArrayLike, *, weights: ArrayLike | None = Non
     sorted_vals = vals[order]
     cum = np.cumsum(w[order].astype(np.int64))
     total = int(cum[-1]) if cum.size else 0
+    # Value at expanded position p: the first sorted value whose cumulative count exceeds p.
+    return quantile_of_ranked(q_arr, total, lambda ranks: sorted_vals[np.searchsorted(cum, ranks, side="right")])
+
+
+def quantile_of_ranked(q: ArrayLike, total: int, value_at: Callable[[np.ndarray], np.ndarray]) -> np.ndarray | float:
+    """Linear-interpolation quantile(s) of a sample of ``total`` values known by rank.
+
+    The interpolation of :func:`quantile` (NumPy's virtual index, neighbours and lerp, bit for
+    bit) over a sample that need not be in memory: ``value_at(ranks)`` returns the values at
+    the given 0-based positions of the sorted sample (an int64 array in, a float array out).
+
+    Parameters
+    ----------
+    q : float or array_like of float
+        Quantiles in [0, 1] (checked by the caller).
+    total : int
+        Size of the sample (0: NaN for each ``q``).
+    value_at : callable
+        Sorted-sample lookup, called once with every position needed.
+
+    Returns
+    -------
+    float or numpy.ndarray
+    """
+    q_arr = np.asarray(q, dtype=float)
     if total == 0:
         out = np.full(q_arr.shape, np.nan)
         return float(out) if out.ndim == 0 else out
@@ -140,13 +168,43 @@ def quantile(values: ArrayLike, q: ArrayLike, *, weights: ArrayLike | None = Non
     nxt = np.where(below, 0, nxt)
     # gamma as NumPy computes it (its "above" index is -1, which the lerp makes irrelevant).
     gamma = virtual - np.where(above, -1, previous)
-    # Value at expanded position p: the first sorted value whose cumulative count exceeds p.
-    a = sorted_vals[np.searchsorted(cum, previous.astype(np.int64), side="right")]
-    b = sorted_vals[np.searchsorted(cum, nxt.astype(np.int64), side="right")]
+    ranks = np.asarray(value_at(np.concatenate((previous.ravel(), nxt.ravel())).astype(np.int64)), dtype=float)
+    a = ranks[: previous.size].reshape(previous.shape)
+    b = ranks[previous.size :].reshape(nxt.shape)
     diff_b_a = b - a
     out = np.asarray(a + diff_b_a * gamma)
     out = np.where(gamma >= 0.5, b - diff_b_a * (1 - gamma), out)
     return float(out) if out.ndim == 0 else out
+
+
+class GapSample(Protocol):
+    """A run's inter-token gaps as :func:`summarize` reads them: their number, largest value
+    [s] and quantiles (:func:`quantile`'s), however they are stored."""
+
+    @property
+    def num_gaps(self) -> int: ...
+
+    def max_s(self) -> float: ...
+
+    def quantile(self, q: np.ndarray) -> np.ndarray: ...
+
+
+class WeightedGaps:
+    """Gaps as (value [s], multiplicity) pairs in memory (a :class:`GapSample`)."""
+
+    def __init__(self, values_s: np.ndarray, weights: np.ndarray) -> None:
+        self.values_s = np.asarray(values_s, dtype=float)
+        self.weights = np.asarray(weights)
+
+    @property
+    def num_gaps(self) -> int:
+        return int(np.sum(self.weights)) if len(self.weights) else 0
+
+    def max_s(self) -> float:
+        return float(np.max(self.values_s[self.weights > 0])) if self.num_gaps else math.nan
+
+    def quantile(self, q: np.ndarray) -> np.ndarray:
+        return np.asarray(quantile(self.values_s, q, weights=self.weights))
 
 
 def summarize(
@@ -156,8 +214,9 @@ def summarize(
     finished_at_s: np.ndarray,
     output_tokens: np.ndarray,
     prompt_tokens: np.ndarray,
-    gap_values_s: np.ndarray,
-    gap_weights: np.ndarray,
+    gap_values_s: np.ndarray | None = None,
+    gap_weights: np.ndarray | None = None,
+    gaps: GapSample | None = None,
     num_preemptions: int,
     kv_peak_blocks: int,
     num_kv_blocks: int,
@@ -172,8 +231,10 @@ def summarize(
         Per request [s].
     output_tokens, prompt_tokens : numpy.ndarray of int
         Per request [tokens].
-    gap_values_s, gap_weights : numpy.ndarray
-        Every inter-token gap of every request as (value [s], multiplicity) pairs.
+    gap_values_s, gap_weights : numpy.ndarray, optional
+        Every inter-token gap of every request as (value [s], multiplicity) pairs ...
+    gaps : GapSample, optional
+        ... or as a :class:`GapSample` (one of the two).
     num_preemptions : int
         Preemption events in the run.
     kv_peak_blocks, num_kv_blocks : int
@@ -190,8 +251,12 @@ def summarize(
     e2e = finished_at_s - arrival_at_s
     ttft_q = np.asarray(quantile(ttft, qs))  # an array: qs is one
     e2e_q = np.asarray(quantile(e2e, qs))
-    itl_q = np.asarray(quantile(gap_values_s, qs, weights=gap_weights))
-    num_gaps = int(np.sum(gap_weights)) if len(gap_weights) else 0
+    if (gaps is None) == (gap_values_s is None or gap_weights is None):
+        raise TypeError("summarize takes the gaps as gap_values_s with gap_weights, or as gaps")
+    if gaps is None:
+        gaps = WeightedGaps(cast(np.ndarray, gap_values_s), cast(np.ndarray, gap_weights))
+    itl_q = gaps.quantile(qs)
+    num_gaps = gaps.num_gaps
     makespan = float(np.max(finished_at_s) - np.min(arrival_at_s))
     num_output = int(np.sum(output_tokens))
     # Sum of all gaps = sum over requests of (last token − first token): exact telescoping.
@@ -203,7 +268,7 @@ def summarize(
     for label, value in zip(labels, itl_q):
         summary[f"itl_{label}_s"] = float(value)
     summary["itl_mean_s"] = gap_total / num_gaps if num_gaps else float("nan")
-    summary["max_itl_s"] = float(np.max(gap_values_s)) if num_gaps else float("nan")
+    summary["max_itl_s"] = gaps.max_s() if num_gaps else float("nan")
     several = output_tokens > 1  # requests with at least one gap: vLLM's TPOT is theirs
     tpot = (finished_at_s[several] - first_token_at_s[several]) / (output_tokens[several] - 1)
     tpot_q = np.asarray(quantile(tpot, qs)) if tpot.size else np.full(len(labels), np.nan)
