@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict, deque
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -30,7 +31,7 @@ from budgetlab.admission import Gate, admit
 from budgetlab.budget import fill_step
 from budgetlab.catalog import hardware, model
 from budgetlab.memory import blocks_for_tokens
-from budgetlab.simulator import simulate
+from budgetlab.simulator import compiled, simulate
 from budgetlab.simulator.state import blocks_for_tokens_array, new_blocks
 
 from sim_modes import assert_same, run_all_modes
@@ -280,6 +281,10 @@ def test_longer_decodes_with_jumps_agree(scenario):
     eng = dataclasses.replace(eng, scheduler_reserve_full_isl=True)  # no livelock (see above)
     result = run_all_modes(requests, eng, cost)
     replay_and_check(result, requests, eng)
+    # the gaps' quantiles selected in passes over the step rows (as a run of more than
+    # MAX_GAPS_IN_MEMORY gaps has them) are those of the gaps gathered in memory
+    with mock.patch.object(compiled, "MAX_GAPS_IN_MEMORY", -1):
+        assert_same(result, simulate(requests, engine=eng, cost=cost, mode="fast"))
 
 
 # --------------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ CORE_MODULES = (
     _HERE / "core_runs.py",
     _HERE / "core_cost.py",
     _HERE / "core_loop.py",
+    _HERE / "core_steps.py",
     _HERE / "plan.py",
     _HERE.parent / "admission.py",
 )

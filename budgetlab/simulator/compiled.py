@@ -16,7 +16,9 @@ that costs).
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, cast
 
 import numba
@@ -25,15 +27,17 @@ from numba import types as nb_types
 from numba.typed import Dict
 
 from budgetlab.attention import KVGroup
+from budgetlab.metrics import quantile, quantile_of_ranked
 from budgetlab.simulator import core_state as cs
 from budgetlab.simulator.blocks import BlockKeys
 from budgetlab.simulator.core_cost import cost_kind
 from budgetlab.simulator.core_loop import advance
 from budgetlab.simulator.core_runs import MAX_RUN_STEPS
 from budgetlab.simulator.core_state import CoreState
+from budgetlab.simulator.core_steps import expand_steps, gap_arrays, gap_counts, gap_digits
 from budgetlab.simulator.inputs import RequestTable
 from budgetlab.simulator.plan import step_batch
-from budgetlab.simulator.record import RECORDED_STEP_COLUMNS, ChunkLog, RunRecord
+from budgetlab.simulator.record import RECORDED_STEP_COLUMNS, ChunkLog, RunRecord, StepColumns
 from budgetlab.simulator.stall import stall_error, stall_limit_steps
 from budgetlab.simulator.state import (
     RequestArrays,
@@ -89,10 +93,15 @@ def new_core(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False) ->
     caching = inputs.keys is not None
     kind, params = (cs.COST_PYTHON, np.zeros(1)) if price_in_python else cost_kind(cost, engine.max_num_batched_tokens)
     i64 = np.int64
-    prompt = np.ascontiguousarray(table.prompt_tokens[order], dtype=i64)
-    output = np.ascontiguousarray(table.output_tokens[order], dtype=i64)
-    priority_policy = engine.scheduling_policy == "priority"
-    priority = np.ascontiguousarray(table.priority[order], dtype=i64) if priority_policy else np.zeros(count, dtype=i64)
+    arrived_in_order = bool(np.all(order[1:] > order[:-1]))  # then the table's own arrays serve
+
+    def in_arrival_order(values: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(values if arrived_in_order else values[order], dtype=i64)
+
+    prompt = in_arrival_order(table.prompt_tokens)
+    output = in_arrival_order(table.output_tokens)
+    priority_policy = engine.scheduling_policy == "priority"  # else no priority is read
+    priority = in_arrival_order(table.priority) if priority_policy else np.zeros(0, dtype=i64)
     num_blocks = inputs.num_blocks
     if inputs.keys is not None:
         pool = _pool_arrays(inputs.keys, engine.block_size, prompt, output, plan_capacity, num_blocks)
@@ -124,7 +133,7 @@ def new_core(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False) ->
         n[cs.N_FREE_SLOTS] = plan_capacity + 1
     t = np.zeros(cs.T_SLOTS)
     t[cs.T_NOW] = float(inputs.arrival_at_s[0])
-    step_rows = 1024
+    rows = count + 1024  # the record's first sizes: grown in place (see _grown)
     return CoreState(
         cfg_budget=engine.max_num_batched_tokens,
         cfg_max_num_seqs=engine.max_num_seqs,
@@ -170,12 +179,13 @@ def new_core(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False) ->
         preempted=np.zeros(plan_capacity, dtype=i64),
         scratch=np.zeros((2, plan_capacity), dtype=i64),
         **pool,
-        step_float=np.zeros((step_rows, 2)),
-        step_int=np.zeros((step_rows, len(cs.STEP_INT_FIELDS)), dtype=i64),
-        runs=np.zeros((4 * plan_capacity + count, len(cs.RUN_FIELDS)), dtype=i64),
-        event_header=np.zeros((step_rows, 4), dtype=i64),
-        event_requests=np.zeros(3 * plan_capacity + 2 * count, dtype=i64),
+        step_float=np.zeros((rows, 3)),
+        step_int=np.zeros((rows, len(cs.STEP_INT_FIELDS)), dtype=np.int32),
+        runs=np.zeros((4 * plan_capacity + rows, len(cs.RUN_FIELDS)), dtype=np.int32),
+        event_header=np.zeros((rows, 4), dtype=np.int32),
+        event_requests=np.zeros(3 * plan_capacity + 2 * count, dtype=np.int32),
         gaps=np.zeros(plan_capacity + 256),
+        run_step_s=np.zeros(4 * MAX_RUN_STEPS if kind == cs.COST_PYTHON else 0),
         run_durations=np.zeros(MAX_RUN_STEPS),
     )
 
@@ -218,7 +228,9 @@ def _pool_arrays(
 
 
 def _grown(core: CoreState) -> CoreState:
-    """``core`` with its full record arrays doubled."""
+    """``core`` with its full record arrays doubled: in place where NumPy can (its allocator
+    then extends the memory, usually without copying it, so a long run's record never needs
+    twice its size), else copied."""
     n = core.n
     cap = len(core.plan)
     changes: dict[str, Any] = {}
@@ -227,9 +239,13 @@ def _grown(core: CoreState) -> CoreState:
         array_ = getattr(core, name)
         if used + room > len(array_):
             shape = (max(2 * len(array_), used + room), *array_.shape[1:])
-            grown = np.zeros(shape, dtype=array_.dtype)
-            grown[:used] = array_[:used]
-            changes[name] = grown
+            # held by the state alone (and here: this name, getrefcount's argument), no view of it
+            if array_.flags.owndata and sys.getrefcount(array_) == 3:
+                array_.resize(shape, refcheck=False)  # rows stay where they are; new ones are zeros
+            else:
+                grown = np.zeros(shape, dtype=array_.dtype)
+                grown[:used] = array_[:used]
+                changes[name] = grown
 
     bigger("step_float", int(n[cs.N_STEP_ROWS]), 1)
     bigger("step_int", int(n[cs.N_STEP_ROWS]), 1)
@@ -237,6 +253,8 @@ def _grown(core: CoreState) -> CoreState:
     bigger("event_header", int(n[cs.N_EVENT_ROWS]), 1)
     bigger("event_requests", int(n[cs.N_EVENT_REQUESTS]), 3 * cap)
     bigger("gaps", int(n[cs.N_GAPS]), cap)
+    if core.cfg_cost_kind == cs.COST_PYTHON:
+        bigger("run_step_s", int(n[cs.N_RUN_STEP_S]), MAX_RUN_STEPS)
     return core._replace(**changes)
 
 
@@ -262,6 +280,12 @@ def run_compiled(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False
             _price_run(core, cost)
         elif status == cs.GROW:
             core = _grown(core)
+        elif status == cs.TOO_LONG:
+            raise ValueError(
+                f"this run passed {cs.MAX_RECORDED:,} steps or admissions, the most one simulation records "
+                f"(at t={core.t[cs.T_NOW]:.6g} s, {int(core.n[cs.N_DONE]):,} of {core.cfg_num_requests:,} requests "
+                "finished): simulate the workload in parts"
+            )
         elif status == cs.STALL:
             n = core.n
             raise stall_error(
@@ -310,23 +334,25 @@ def _price_run(core: CoreState, cost: Any) -> None:
 
 
 def core_record(inputs: CoreInputs, core: CoreState) -> RunRecord:
-    """The record of a finished compiled run: views on the core's arrays, its chunk runs expanded
-    into the step log's chunks only when they are read."""
+    """The record of a finished compiled run: views on the core's arrays, its step rows and
+    chunk runs expanded into steps and chunks only when they are read (:mod:`.core_steps`)."""
     n = core.n
     rows = int(n[cs.N_STEP_ROWS])
     sf = core.step_float[:rows]
     si = core.step_int[:rows]
-    columns = {"start_at_s": sf[:, cs.F_START], "duration_s": sf[:, cs.F_DURATION]}
-    for name in cs.STEP_INT_FIELDS:
-        if name in RECORDED_STEP_COLUMNS:
-            columns[name] = si[:, cs.STEP_INT_FIELDS.index(name)]
-    common = si[:, cs.S_COMMON]
-    has = common > 0
-    starts = sf[has, cs.F_START]
-    num_gaps = int(n[cs.N_GAPS])
-    gap_values = np.concatenate((core.gaps[:num_gaps], (starts + sf[has, cs.F_DURATION]) - starts))
-    gap_weights = np.concatenate((np.ones(num_gaps, dtype=np.int64), common[has]))
     runs = core.runs[: n[cs.N_RUN_ROWS]]
+    num_steps = int(n[cs.N_STEPS])
+    pricing = (core.cfg_cost_kind, core.cost, core.run_step_s[: n[cs.N_RUN_STEP_S]])
+
+    def expand() -> tuple[dict[str, np.ndarray], np.ndarray]:
+        floats, ints = expand_steps(
+            sf, si, num_steps, core.arrival, runs, core.cfg_block_size, *pricing, np.empty(MAX_RUN_STEPS)
+        )
+        columns = {"start_at_s": floats[:, 0], "duration_s": floats[:, 1]}
+        for name in RECORDED_STEP_COLUMNS[2:]:
+            columns[name] = ints[:, cs.STEP_INT_FIELDS.index(name)]
+        return columns, np.cumsum(ints[:, cs.S_CHUNKS])
+
     req = RequestArrays(
         prompt_tokens=core.prompt,
         output_tokens=core.output,
@@ -351,18 +377,76 @@ def core_record(inputs: CoreInputs, core: CoreState) -> RunRecord:
         req=req,
         block_size=inputs.engine.block_size,
         num_kv_blocks=inputs.num_blocks,
-        columns=columns,
-        chunks=ChunkLog(np.cumsum(si[:, cs.S_CHUNKS]), expand=lambda: expand_runs(runs)[1:], num_records=len(runs)),
+        steps=StepColumns(int(np.count_nonzero(si[:, cs.S_CHUNKS] == 0)), expand=expand),
+        chunks=ChunkLog(expand=lambda: expand_runs(runs)[1:], num_records=len(runs)),
         event_header=core.event_header[: n[cs.N_EVENT_ROWS]],
         event_requests=core.event_requests[: n[cs.N_EVENT_REQUESTS]],
-        num_steps=int(n[cs.N_STEPS]),
-        gap_values_s=gap_values,
-        gap_weights=gap_weights,
+        num_steps=num_steps,
+        gaps=CoreGaps(sf, si, core.gaps[: n[cs.N_GAPS]], *pricing),
         num_preemptions=int(n[cs.N_PREEMPTIONS]),
         kv_peak_blocks=int(n[cs.N_PEAK_USED]),
         num_query_tokens=int(n[cs.N_QUERY]),
         num_hit_tokens=int(n[cs.N_HIT]),
     )
+
+
+#: The most gaps :class:`CoreGaps` gathers in memory (values and weights, 16 bytes each) before
+#: selecting its quantiles in passes over the record instead.
+MAX_GAPS_IN_MEMORY = 1 << 20
+
+
+class CoreGaps:
+    """The inter-token gaps of a compiled run (a :class:`~budgetlab.metrics.GapSample`), read
+    from its step rows (:mod:`.core_steps`): the gaps kept one by one (``singles``), and each
+    row's steps' shared gaps (the step's end − start, ``num_common_gaps`` of them in a run's
+    first step and every decode's in the others).
+
+    The quantiles are :func:`~budgetlab.metrics.quantile`'s, bit for bit. Up to
+    :data:`MAX_GAPS_IN_MEMORY` distinct entries they are gathered as (value, weight) pairs;
+    beyond, the values at the ranks needed are selected exactly, 16 bits of their float64 bit
+    patterns a pass (four passes, each pricing the runs again), so the gaps of a long run are
+    never all in memory.
+    """
+
+    def __init__(
+        self, sf: np.ndarray, si: np.ndarray, singles: np.ndarray, kind: int, cost: np.ndarray, run_step_s: np.ndarray
+    ) -> None:
+        self._args = (sf, si, singles, kind, cost, run_step_s)
+        #: entries before leaving out those of weight 0 (one per step, one per single gap), gaps
+        self.num_entries, self.num_gaps = gap_counts(si, len(singles))
+
+    def _buffers(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.empty(MAX_RUN_STEPS), np.empty(MAX_RUN_STEPS, dtype=np.int64)
+
+    @cached_property
+    def _pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        return cast(tuple[np.ndarray, np.ndarray], gap_arrays(*self._args, *self._buffers()))
+
+    def max_s(self) -> float:
+        if not self.num_gaps:
+            return math.nan
+        if self.num_entries <= MAX_GAPS_IN_MEMORY:
+            return float(self._pairs[0].max())
+        return float(self._select(np.array([self.num_gaps - 1]))[0])
+
+    def quantile(self, q: np.ndarray) -> np.ndarray:
+        if self.num_entries <= MAX_GAPS_IN_MEMORY:
+            return np.asarray(quantile(self._pairs[0], q, weights=self._pairs[1]))
+        return np.asarray(quantile_of_ranked(q, self.num_gaps, self._select))
+
+    def _select(self, ranks: np.ndarray) -> np.ndarray:
+        """The gaps at 0-based ``ranks`` of the sorted sample, by radix selection over the bits."""
+        buffers = self._buffers()
+        prefixes = np.zeros(len(ranks), dtype=np.int64)
+        left = np.asarray(ranks, dtype=np.int64).copy()  # rank among the gaps with the prefix
+        for level in range(4):
+            hist = gap_digits(*self._args, *buffers, level, prefixes)
+            cum = np.cumsum(hist, axis=1)
+            for slot in range(len(ranks)):
+                digit = int(np.searchsorted(cum[slot], left[slot], side="right"))
+                left[slot] -= int(cum[slot, digit - 1]) if digit else 0
+                prefixes[slot] = (int(prefixes[slot]) << 16) | digit
+        return prefixes.view(np.float64)
 
 
 def expand_runs(runs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -375,10 +459,10 @@ def expand_runs(runs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     step = runs[row, cs.R_FIRST_STEP] + within
     order = np.lexsort((runs[row, cs.R_KEY], step))
     row, within, step = row[order], within[order], step[order]
-    tokens = runs[row, cs.R_TOKENS]
+    tokens = runs[row, cs.R_TOKENS].astype(np.int64)
     return (
         step,
-        runs[row, cs.R_REQUEST],
+        runs[row, cs.R_REQUEST].astype(np.int64),
         tokens,
         runs[row, cs.R_KIND].astype(np.int8),
         runs[row, cs.R_START] + within * tokens,

@@ -82,6 +82,7 @@ from budgetlab.simulator.core_state import (
     S_COMMON,
     S_DECODE,
     S_FREE,
+    S_NUM_STEPS,
     S_PREEMPTIONS,
     S_PREFILL,
     S_RUNNING,
@@ -439,6 +440,7 @@ def finish_step(st: Any, duration: float) -> None:
     si[row, S_CACHED] = n[N_PLAN_CACHED]
     si[row, S_COMMON] = 0
     si[row, S_CHUNKS] = n[N_PLAN]
+    si[row, S_NUM_STEPS] = 1
     used = st.cfg_num_blocks - free
     if used > n[N_PEAK_USED]:
         n[N_PEAK_USED] = used

@@ -44,7 +44,7 @@ from budgetlab.simulator.core_state import (
 )
 from budgetlab.simulator.plan import DECODE
 
-__all__ = ["cost_kind", "calibrated_params", "step_s", "run_s", "calibrated_step_s"]
+__all__ = ["cost_kind", "calibrated_params", "step_s", "run_s", "decode_run_s", "calibrated_step_s"]
 
 # The parameters of a CalibratedCost in CoreState.cost (flags are 0.0 or 1.0), then its CUDA
 # graph sizes, FULL sizes and all-reduce table (graph row, then eager row, C_AR_ROWS each).
@@ -197,29 +197,37 @@ def step_s(st: Any) -> float:
 
 @core_jit
 def run_s(st: Any, count: int) -> bool:
-    """Fill ``run_durations[:count]`` with the steps of the planned decode-only run [s] (each
-    running request decodes once a step, so the decodes' context grows by their number a step),
-    as the cost model's ``decode_run_time_s``; ``False`` (the duration in ``t[T_DURATION]``)
-    at the first that is not finite and > 0."""
-    kind = st.cfg_cost_kind
+    """Fill ``run_durations[:count]`` with the steps of the planned decode-only run [s]
+    (:func:`decode_run_s` of the running requests); ``False`` (the duration in
+    ``t[T_DURATION]``) at the first that is not finite and > 0."""
     out = st.run_durations
     n_running = st.n[N_RUNNING]
-    if kind != COST_CALIBRATED:
-        out[:count] = st.cost[0] if kind == COST_CONSTANT else max(st.cost[0], n_running * st.cost[1])
-    else:
-        first = 0
-        for i in range(n_running):
-            first += st.computed[st.running[i]]
-        decodes = float(n_running)
-        tokens = (decodes + 0.0) + 0.0
-        for k in range(count):
-            context = float(first + n_running * k)
-            out[k] = calibrated_step_s(st.cost, tokens, 0.0 + (context + decodes), 0.0 + context, True)
+    first = 0
+    for i in range(n_running):
+        first += st.computed[st.running[i]]
+    decode_run_s(st.cfg_cost_kind, st.cost, n_running, float(first), count, out)
     for k in range(count):
         if not 0.0 < out[k] < math.inf:
             st.t[T_DURATION] = out[k]
             return False
     return True
+
+
+@core_jit
+def decode_run_s(kind: int, p: Any, num_decodes: int, first_context: float, count: int, out: Any) -> None:
+    """Fill ``out[:count]`` with the durations [s] of ``count`` decode-only steps of
+    ``num_decodes`` decodes whose context is ``first_context`` tokens in the first step and
+    grows by ``num_decodes`` a step, as the cost model's ``decode_run_time_s`` (cost ``kind``
+    with parameters ``p``). The core prices a run with it, and the record (:mod:`.core_steps`)
+    prices it again to expand the run's steps."""
+    if kind != COST_CALIBRATED:
+        out[:count] = p[0] if kind == COST_CONSTANT else max(p[0], num_decodes * p[1])
+        return
+    decodes = float(num_decodes)
+    tokens = (decodes + 0.0) + 0.0
+    for k in range(count):
+        context = first_context + num_decodes * k
+        out[k] = calibrated_step_s(p, tokens, 0.0 + (context + decodes), 0.0 + context, True)
 
 
 @core_jit

@@ -17,12 +17,13 @@ from typing import Any
 from budgetlab.simulator._jit import core_jit
 from budgetlab.simulator.core import finish_step, plan_step, plan_tokens, queue_arrivals
 from budgetlab.simulator.core_cost import run_s, step_s
-from budgetlab.simulator.core_runs import plan_run, take_run
+from budgetlab.simulator.core_runs import MAX_RUN_STEPS, plan_run, take_run
 from budgetlab.simulator.core_state import (
     BAD_DURATION,
     COST_PYTHON,
     DONE,
     GROW,
+    MAX_RECORDED,
     N_DONE,
     N_EVENT_REQUESTS,
     N_EVENT_ROWS,
@@ -34,8 +35,10 @@ from budgetlab.simulator.core_state import (
     N_PHASE,
     N_RUN_MAX,
     N_RUN_ROWS,
+    N_RUN_STEP_S,
     N_RUN_STOPS,
     N_RUNNING,
+    N_SEQ,
     N_STEP_ROWS,
     N_STEPS,
     N_WAITING,
@@ -47,6 +50,7 @@ from budgetlab.simulator.core_state import (
     STALL,
     T_DURATION,
     T_NOW,
+    TOO_LONG,
     borrow,
 )
 
@@ -82,14 +86,13 @@ def run_steps(st: Any) -> int:
             return DONE
         if not has_room(st):
             return GROW
+        if n[N_STEPS] >= MAX_RECORDED or n[N_SEQ] >= MAX_RECORDED:
+            return TOO_LONG
         i = n[N_NEXT_ARRIVAL]
         if i < num_requests and (st.arrival[i] <= t[T_NOW] or (n[N_RUNNING] == 0 and n[N_WAITING] == 0)):
             queue_arrivals(st)
         if n[N_NOT_DECODING] == 0 and n[N_RUNNING] > 0 and n[N_FINISHING] == 0:
             k_max, stops = plan_run(st)
-            room = len(st.step_int) - n[N_STEP_ROWS]
-            if k_max > room:
-                k_max = room
             if k_max >= 2:
                 n[N_RUN_MAX] = k_max
                 n[N_RUN_STOPS] = 1 if stops else 0
@@ -112,11 +115,13 @@ def run_steps(st: Any) -> int:
 
 @core_jit
 def has_room(st: Any) -> bool:
-    """Whether the record arrays hold one more step of at most ``len(st.plan)`` chunks."""
+    """Whether the record arrays hold one more step of at most ``len(st.plan)`` chunks, or one
+    more run of steps (:data:`~.core_runs.MAX_RUN_STEPS` durations kept when priced in Python)."""
     n = st.n
     cap = len(st.plan)
     return (
         n[N_STEP_ROWS] < len(st.step_int)
+        and (st.cfg_cost_kind != COST_PYTHON or n[N_RUN_STEP_S] + MAX_RUN_STEPS <= len(st.run_step_s))
         and n[N_RUN_ROWS] + cap <= len(st.runs)
         and n[N_EVENT_ROWS] < len(st.event_header)
         and n[N_EVENT_REQUESTS] + 3 * cap <= len(st.event_requests)

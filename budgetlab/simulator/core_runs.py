@@ -15,9 +15,10 @@ nothing else happens until the first of
   refused for blocks (a better-priority arrival might fit);
 
 :func:`plan_run` finds the longest such run that its bounds allow, and :func:`take_run` takes its
-steps with their durations, one record row per step, but each request's state, gaps, chunk run
-and blocks once per run: the same numbers as taking the steps one at a time with
-:func:`~.core.advance`'s step (the tests compare the two bit for bit). With prefix caching, the
+steps with their durations, one record row for the run (:mod:`.core_steps` expands it into its
+steps on demand), and each request's state, gaps, chunk run and blocks once per run: the same
+numbers as taking the steps one at a time with :func:`~.core.advance`'s step (the tests compare
+the two bit for bit). With prefix caching, the
 blocks taken and the blocks entered in the cache are visited in the order the steps would visit
 them (step by step, each in running order); a run is not taken while a refused head of the queue
 could gain prefix hits from the decoders.
@@ -33,6 +34,8 @@ from budgetlab.simulator._jit import core_jit
 from budgetlab.simulator.core import FINISHING, IN_FLIGHT, head_admission, record_chunk, release_blocks
 from budgetlab.simulator.core_pool import cache_full_blocks, grow, running_remove, waiting_head, waiting_push_back
 from budgetlab.simulator.core_state import (
+    COST_PYTHON,
+    F_CONTEXT,
     F_DURATION,
     F_START,
     N_DONE,
@@ -45,6 +48,7 @@ from budgetlab.simulator.core_state import (
     N_LAST_SAMPLE,
     N_NEXT_ARRIVAL,
     N_PEAK_USED,
+    N_RUN_STEP_S,
     N_RUN_STEPS,
     N_RUNNING,
     N_RUNS_TAKEN,
@@ -56,7 +60,10 @@ from budgetlab.simulator.core_state import (
     S_CHUNKS,
     S_COMMON,
     S_DECODE,
+    S_DURATIONS_AT,
     S_FREE,
+    S_NEXT_ARRIVAL,
+    S_NUM_STEPS,
     S_PREEMPTIONS,
     S_PREFILL,
     S_RUNNING,
@@ -129,17 +136,40 @@ def take_run(st: Any, durations: Any, k_max: int, stops_at_arrival: bool) -> int
     count = n[N_RUNNING]
     block_size = st.cfg_block_size
     now = t[T_NOW]
-    # the steps: their starts, the arrivals queued before each, the record rows
+    first_common = 0
+    context = 0
+    for i in range(count):
+        r = st.running[i]
+        context += st.computed[r]
+        if st.last_token_at[r] == now:
+            first_common += 1
+    # the run's one record row: what its steps share and what regenerates the rest (core_steps)
+    row = n[N_STEP_ROWS]
+    si = st.step_int
+    si[row, S_DECODE] = count
+    si[row, S_PREFILL] = 0
+    si[row, S_RUNNING] = count
+    si[row, S_WAITING] = n[N_WAITING]
+    si[row, S_PREEMPTIONS] = 0
+    si[row, S_CACHED] = 0
+    si[row, S_COMMON] = first_common
+    si[row, S_CHUNKS] = count
+    si[row, S_NEXT_ARRIVAL] = n[N_NEXT_ARRIVAL]
+    si[row, S_DURATIONS_AT] = -1
+    st.step_float[row, F_START] = now
+    st.step_float[row, F_DURATION] = durations[0]
+    st.step_float[row, F_CONTEXT] = float(context)
+    n[N_STEP_ROWS] = row + 1
+    # the steps: their starts, the arrivals queued before each, the blocks they take
     k = 0
     start = now
-    first_common = 0
-    for i in range(count):
-        if st.last_token_at[st.running[i]] == now:
-            first_common += 1
+    first_end = now + durations[0]
+    later_max = -1.0  # the largest gap of steps 2..k, the same for every decoder
     offsets_free = n[N_FREE]
     offsets = np.zeros(block_size, np.int64)  # decoders by the step (mod B) at which they take a block
     for i in range(count):
         offsets[(-st.computed[st.running[i]]) % block_size] += 1
+    si[row, S_FREE] = offsets_free - offsets[0]  # after its first step, as a single step's
     while k < k_max:
         if k > 0:
             i = n[N_NEXT_ARRIVAL]
@@ -151,40 +181,28 @@ def take_run(st: Any, durations: Any, k_max: int, stops_at_arrival: bool) -> int
                     i += 1
                 n[N_NEXT_ARRIVAL] = i
         duration = durations[k]
-        row = n[N_STEP_ROWS]
         offsets_free -= offsets[k % block_size]  # this step's new blocks
-        st.step_float[row, F_START] = start
-        st.step_float[row, F_DURATION] = duration
-        si = st.step_int
-        si[row, S_DECODE] = count
-        si[row, S_PREFILL] = 0
-        si[row, S_RUNNING] = count
-        si[row, S_WAITING] = n[N_WAITING]
-        si[row, S_FREE] = offsets_free
-        si[row, S_PREEMPTIONS] = 0
-        si[row, S_CACHED] = 0
-        si[row, S_COMMON] = first_common if k == 0 else count
-        si[row, S_CHUNKS] = count
         used = st.cfg_num_blocks - offsets_free
         if used > n[N_PEAK_USED]:
             n[N_PEAK_USED] = used
-        n[N_STEP_ROWS] = row + 1
+        if k > 0:
+            gap = (start + duration) - start
+            if gap > later_max:
+                later_max = gap
         start = start + duration
         k += 1
+    si[row, S_NUM_STEPS] = k
+    if st.cfg_cost_kind == COST_PYTHON:  # the durations cannot be priced again: kept
+        at = n[N_RUN_STEP_S]
+        st.run_step_s[at : at + k] = durations[:k]
+        si[row, S_DURATIONS_AT] = at
+        n[N_RUN_STEP_S] = at + k
     first_step = n[N_STEPS]
     n[N_STEPS] += k
     n[N_RUNS_TAKEN] += 1
     n[N_RUN_STEPS] += k
     n[N_LAST_SAMPLE] = n[N_STEPS]
     end = start
-    # gaps of steps 2..k: the same for every decoder
-    later_max = -1.0
-    for s in range(1, k):
-        row = first_step + s
-        gap = (st.step_float[row, F_START] + st.step_float[row, F_DURATION]) - st.step_float[row, F_START]
-        if gap > later_max:
-            later_max = gap
-    first_end = st.step_float[first_step, F_START] + st.step_float[first_step, F_DURATION]
     if st.cfg_caching:
         _pool_events(st, k)
     num_finished = 0

@@ -7,11 +7,18 @@ counters are slots of one int64 array ``n`` (``N_*``) and one float64 array ``t`
 the record of what ran grows in arrays the driver (:mod:`.compiled`) enlarges when the core
 reports them full.
 
-The record is compact: a request's consecutive decode steps are one *chunk run* (its row of
-``runs``: request, first step, number of steps, computed tokens before the first, tokens per
-step, kind, scheduling key), so the step log costs per request, not per step and request;
-inter-token gaps shared by a step's decodes are a count per step (their value, the step's end
-minus its start, is recomputed on demand).
+The record is compact, its size set by the run's events rather than its steps:
+
+* a request's consecutive decode steps are one *chunk run* (its row of ``runs``: request, first
+  step, number of steps, computed tokens before the first, tokens per step, kind, scheduling
+  key), so the step log costs per request, not per step and request;
+* a decode-only run of steps taken at once (:mod:`.core_runs`) is one row of the step record,
+  like a single step (``num_steps`` > 1): what its steps share, and what regenerates the rest
+  (the decodes' context before it, the next arrival's index; the step durations are priced
+  again, or read from ``run_step_s`` for a cost priced in Python): :mod:`.core_steps` expands
+  the rows into one row per step on demand;
+* inter-token gaps shared by a step's decodes are a count per row (their value, the step's end
+  minus its start, is recomputed on demand).
 """
 
 from __future__ import annotations
@@ -64,19 +71,24 @@ N_RUN_MAX = 30  # the planned run's most steps
 N_RUN_STOPS = 31  # 1: the next arrival ends it
 N_RUNS_TAKEN = 32  # decode-only runs taken at once
 N_RUN_STEPS = 33  # the steps in them
-N_SLOTS = 34
+N_RUN_STEP_S = 34  # durations used in run_step_s
+N_SLOTS = 35
 
 # Slots of CoreState.t (float64)
 T_NOW = 0  # start of the next step [s]
 T_DURATION = 1  # the planned step's duration [s]
 T_SLOTS = 2
 
-#: Columns of CoreState.runs (int64): one row per chunk run.
+#: Columns of CoreState.runs (int32): one row per chunk run.
 RUN_FIELDS = ("request", "first_step", "num_steps", "start", "tokens", "kind", "key")
 R_REQUEST, R_FIRST_STEP, R_NUM_STEPS, R_START, R_TOKENS, R_KIND, R_KEY = range(7)
 
-#: Columns of CoreState.step_int (int64): one row per step. ``num_common_gaps``: its requests
-#: that also sampled in the step before (their gap is the step's end − start); ``num_chunks``.
+#: Columns of CoreState.step_int (int32): one row per step or decode-only run of steps. Counts
+#: after scheduling its (first) step; ``num_common_gaps``: the (first) step's requests that also
+#: sampled in the step before (their gap is the step's end − start; in a run's later steps every
+#: decode's); ``num_chunks`` per step; ``num_steps`` (1: a single step); for a run, the index of
+#: the next request to arrive when it began, and where its durations start in ``run_step_s``
+#: (-1: priced again by the core's cost).
 STEP_INT_FIELDS = (
     "num_decode_tokens",
     "num_prefill_tokens",
@@ -87,22 +99,42 @@ STEP_INT_FIELDS = (
     "num_cached_tokens",
     "num_common_gaps",
     "num_chunks",
+    "num_steps",
+    "next_arrival",
+    "durations_at",
 )
-S_DECODE, S_PREFILL, S_RUNNING, S_WAITING, S_FREE, S_PREEMPTIONS, S_CACHED, S_COMMON, S_CHUNKS = range(9)
-#: Columns of CoreState.step_float: start and duration [s].
-F_START, F_DURATION = 0, 1
+(
+    S_DECODE,
+    S_PREFILL,
+    S_RUNNING,
+    S_WAITING,
+    S_FREE,
+    S_PREEMPTIONS,
+    S_CACHED,
+    S_COMMON,
+    S_CHUNKS,
+    S_NUM_STEPS,
+    S_NEXT_ARRIVAL,
+    S_DURATIONS_AT,
+) = range(12)
+#: Columns of CoreState.step_float: the (first) step's start and duration [s]; for a run, the
+#: decodes' context before it [tokens] (exact in a float64).
+F_START, F_DURATION, F_CONTEXT = 0, 1, 2
 
 #: Cost kinds the core prices itself (else it returns each planned step to the driver):
 #: :mod:`.core_cost`.
 COST_PYTHON, COST_CONSTANT, COST_IDEAL, COST_CALIBRATED = 0, 1, 2, 3
 
 # Statuses the core returns to the driver
-DONE, NEED_PRICE, GROW, STALL, BAD_DURATION, NOTHING_SCHEDULED, NEED_RUN_PRICE = 0, 1, 2, 3, 4, 5, 6
+DONE, NEED_PRICE, GROW, STALL, BAD_DURATION, NOTHING_SCHEDULED, NEED_RUN_PRICE, TOO_LONG = 0, 1, 2, 3, 4, 5, 6, 7
 #: Values of ``n[N_PHASE]``: a step planned and waiting for its duration, a run for its durations.
 PHASE_STEP, PHASE_RUN = 1, 2
 
 #: Bit of a chunk's scheduling key that puts non-decodes after decodes (decode-first order).
-AFTER_DECODES = 1 << 40
+AFTER_DECODES = 1 << 30
+#: The record's steps and admissions are int32: a run stops (``TOO_LONG``) before either reaches
+#: this many (about a billion steps: some 30 million requests of a conversation trace).
+MAX_RECORDED = AFTER_DECODES
 
 
 class CoreState(NamedTuple):
@@ -182,7 +214,8 @@ class CoreState(NamedTuple):
     event_header: np.ndarray
     event_requests: np.ndarray
     gaps: np.ndarray
-    run_durations: np.ndarray  # a run's step durations [s]
+    run_step_s: np.ndarray  # durations of the runs priced in Python [s]
+    run_durations: np.ndarray  # the planned run's step durations [s]
 
 
 # Passing the state between compiled functions: numba counts references to each of its ~50

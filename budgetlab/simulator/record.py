@@ -1,14 +1,16 @@
 """The columnar record of a run, and the tables it expands into.
 
 A :class:`RunRecord` is what a run leaves, whichever way it ran: per request, its arrays (arrival
-order, with the permutation to the input order); per step, its counts, start and duration; the
-chunks (:class:`ChunkLog`: flat, as the reference steps record them, or the compiled core's chunk
-runs, expanded on first read); the events; the inter-token gaps as a multiset. Nothing in it is
-one Python object per request or per step. :meth:`RunRecord.requests_frame` (:data:`RESULT_COLUMNS`),
-:meth:`RunRecord.steps_frame` (:data:`STEP_COLUMNS`) and :meth:`RunRecord.summary` are built from the
-arrays on demand (the summary without the per-request frame); the step log is
-:class:`~budgetlab.simulator.steplog.StepLog`, a lazy view. :func:`build_record` makes one from the
-reference steps' :class:`~budgetlab.simulator.state.SimState`,
+order, with the permutation to the input order); per step, its counts, start and duration
+(:class:`StepColumns`: flat, or the compiled core's rows, one per step or decode-only run of
+steps, expanded on first read); the chunks (:class:`ChunkLog`: flat, as the reference steps
+record them, or the compiled core's chunk runs, expanded on first read); the events; the
+inter-token gaps as a multiset. Nothing in it is one Python object per request or per step.
+:meth:`RunRecord.requests_frame` (:data:`RESULT_COLUMNS`), :meth:`RunRecord.steps_frame`
+(:data:`STEP_COLUMNS`) and :meth:`RunRecord.summary` are built from the arrays on demand (the
+summary without the per-request frame or the per-step columns); the step log is
+:class:`~budgetlab.simulator.steplog.StepLog`, a lazy view. :func:`build_record` makes one from
+the reference steps' :class:`~budgetlab.simulator.state.SimState`,
 :func:`budgetlab.simulator.compiled.core_record` from the compiled core's arrays.
 
 Times are relative to the trace's origin ``time_origin_s`` (its first arrival, see
@@ -27,13 +29,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from budgetlab.metrics import summarize
+from budgetlab.metrics import GapSample, WeightedGaps, summarize
 from budgetlab.simulator.state import RequestArrays, SimState
 
 if TYPE_CHECKING:
     from budgetlab.simulator.inputs import RequestTable
 
-__all__ = ["RESULT_COLUMNS", "STEP_COLUMNS", "ChunkLog", "RunRecord", "build_record"]
+__all__ = ["RESULT_COLUMNS", "STEP_COLUMNS", "StepColumns", "ChunkLog", "RunRecord", "build_record"]
 
 #: Columns of :attr:`SimResult.requests` (one row per request).
 RESULT_COLUMNS = (
@@ -76,23 +78,56 @@ def _view(buffer: array, dtype: type) -> np.ndarray:
     return np.frombuffer(buffer, dtype=dtype)
 
 
+class StepColumns:
+    """Every step's recorded counts (:data:`RECORDED_STEP_COLUMNS`) and where its chunks end in
+    the chunk log (``step_end``): given (the reference steps record them step by step), or
+    expanded on first access (``expand``, a callable returning both: the compiled core records
+    a run of decode-only steps as one row, :mod:`.core_steps`). ``num_empty_steps``: the steps
+    that scheduled nothing (pipelined iterations), known without expanding."""
+
+    def __init__(
+        self,
+        num_empty_steps: int,
+        *,
+        columns: dict[str, np.ndarray] | None = None,
+        step_end: np.ndarray | None = None,
+        expand: Callable[[], tuple[dict[str, np.ndarray], np.ndarray]] | None = None,
+    ) -> None:
+        self.num_empty_steps = num_empty_steps
+        self._given = (columns, step_end) if columns is not None and step_end is not None else None
+        self._expand = expand
+
+    @cached_property
+    def _arrays(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        if self._given is not None:
+            return self._given
+        assert self._expand is not None
+        return self._expand()
+
+    @property
+    def columns(self) -> dict[str, np.ndarray]:
+        return self._arrays[0]
+
+    @property
+    def step_end(self) -> np.ndarray:
+        return self._arrays[1]
+
+
 class ChunkLog:
     """Every scheduled chunk, flat in log order (step after step, each in scheduling order):
     ``request`` (arrival index), ``tokens``, ``kind`` (int8 codes of :data:`~.plan.STEP_KINDS`),
     ``start`` (its request's computed tokens before it); step ``i``'s end in them is
-    ``step_end[i]``. Given flat (the reference steps record them so), or as the compiled core's
-    chunk runs, expanded on first access (:func:`expand`, a callable returning the four arrays):
-    a run whose step log is never read never pays for it."""
+    :attr:`StepColumns.step_end` ``[i]``. Given flat (the reference steps record them so), or as
+    the compiled core's chunk runs, expanded on first access (:func:`expand`, a callable
+    returning the four arrays): a run whose step log is never read never pays for it."""
 
     def __init__(
         self,
-        step_end: np.ndarray,
         *,
         flat: tuple[np.ndarray, ...] | None = None,
         expand: Callable[[], tuple[np.ndarray, ...]] | None = None,
         num_records: int | None = None,
     ) -> None:
-        self.step_end = step_end
         self._flat = flat
         self._expand = expand
         #: rows of the record the chunks come from (every chunk one row when given flat)
@@ -129,10 +164,11 @@ class RunRecord:
 
     Per request (arrival order): ``ids``, ``arrival_at_s`` (since ``time_origin_s``) and ``req``
     (the run's arrays: token times, counts); ``order`` maps them to the input order of
-    ``table``. Per step: ``columns`` (:data:`RECORDED_STEP_COLUMNS`), the chunks (``chunks``, a
-    :class:`ChunkLog`) and the events (``event_header`` rows of step, preempted, first-token and
-    finished counts; ``event_requests``). The inter-token gaps are a multiset (``gap_values_s``
-    with ``gap_weights``). Times [s] are relative to ``time_origin_s``.
+    ``table``. Per step: ``steps`` (a :class:`StepColumns`: :data:`RECORDED_STEP_COLUMNS` and
+    ``step_end``), the chunks (``chunks``, a :class:`ChunkLog`) and the events
+    (``event_header`` rows of step, preempted, first-token and finished counts;
+    ``event_requests``). The inter-token gaps are a multiset (``gaps``, a
+    :class:`~budgetlab.metrics.GapSample`). Times [s] are relative to ``time_origin_s``.
     """
 
     table: RequestTable
@@ -143,21 +179,25 @@ class RunRecord:
     req: RequestArrays
     block_size: int
     num_kv_blocks: int
-    columns: dict[str, np.ndarray]
+    steps: StepColumns
     chunks: ChunkLog
     event_header: np.ndarray
     event_requests: np.ndarray
     num_steps: int
-    gap_values_s: np.ndarray
-    gap_weights: np.ndarray
+    gaps: GapSample
     num_preemptions: int
     kv_peak_blocks: int
     num_query_tokens: int
     num_hit_tokens: int
 
     @property
+    def columns(self) -> dict[str, np.ndarray]:
+        """Every step's recorded counts (:data:`RECORDED_STEP_COLUMNS`)."""
+        return self.steps.columns
+
+    @property
     def step_end(self) -> np.ndarray:
-        return self.chunks.step_end
+        return self.steps.step_end
 
     @property
     def chunk_request(self) -> np.ndarray:
@@ -233,14 +273,13 @@ class RunRecord:
             finished_at_s=self.in_input_order(req.finished_at_s),
             output_tokens=table.output_tokens,
             prompt_tokens=table.prompt_tokens,
-            gap_values_s=self.gap_values_s,
-            gap_weights=self.gap_weights,
+            gaps=self.gaps,
             num_preemptions=self.num_preemptions,
             kv_peak_blocks=self.kv_peak_blocks,
             num_kv_blocks=self.num_kv_blocks,
             num_steps=self.num_steps,
         )
-        numbers["num_forward_passes"] = self.num_steps - int(np.count_nonzero(np.diff(self.step_end, prepend=0) == 0))
+        numbers["num_forward_passes"] = self.num_steps - self.steps.num_empty_steps
         numbers["prefix_query_tokens"] = self.num_query_tokens
         numbers["prefix_hit_tokens"] = self.num_hit_tokens
         numbers["prefix_hit_rate"] = self.num_hit_tokens / self.num_query_tokens if self.num_query_tokens else math.nan
@@ -253,6 +292,7 @@ def build_record(state: SimState) -> RunRecord:
     gaps = state.gaps
     gap_values = np.concatenate((_view(gaps.single, np.float64), _view(gaps.common_values, np.float64)))
     gap_weights = np.concatenate((np.ones(len(gaps.single), dtype=np.int64), _view(gaps.common_counts, np.int64)))
+    step_end = _view(steps.step_end, np.int64)
     flat = (
         _view(steps.chunk_request, np.int64),
         _view(steps.chunk_tokens, np.int64),
@@ -268,16 +308,19 @@ def build_record(state: SimState) -> RunRecord:
         req=state.req_np,
         block_size=state.block_size,
         num_kv_blocks=state.kv.num_blocks,
-        columns={
-            name: _view(getattr(steps, name), np.float64 if name.endswith("_s") else np.int64)
-            for name in RECORDED_STEP_COLUMNS
-        },
-        chunks=ChunkLog(_view(steps.step_end, np.int64), flat=flat),
+        steps=StepColumns(
+            int(np.count_nonzero(np.diff(step_end, prepend=0) == 0)),
+            columns={
+                name: _view(getattr(steps, name), np.float64 if name.endswith("_s") else np.int64)
+                for name in RECORDED_STEP_COLUMNS
+            },
+            step_end=step_end,
+        ),
+        chunks=ChunkLog(flat=flat),
         event_header=_view(steps.event_header, np.int64).reshape(-1, 4),
         event_requests=_view(steps.event_requests, np.int64),
         num_steps=state.num_steps,
-        gap_values_s=gap_values,
-        gap_weights=gap_weights,
+        gaps=WeightedGaps(gap_values, gap_weights),
         num_preemptions=state.num_preemptions,
         kv_peak_blocks=state.kv.peak_used_blocks,
         num_query_tokens=state.num_query_tokens,

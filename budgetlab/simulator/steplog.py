@@ -185,8 +185,8 @@ class StepLog(Sequence[dict[str, Any]]):
         header = record.event_header
         counts = header[:, 1:].reshape(-1)
         kinds = np.repeat(np.tile(np.arange(len(EVENT_KINDS)), len(header)), counts)
-        steps = np.repeat(np.repeat(header[:, 0], len(EVENT_KINDS)), counts)
-        return steps, kinds, record.event_requests
+        steps = np.repeat(np.repeat(header[:, 0].astype(np.int64), len(EVENT_KINDS)), counts)
+        return steps, kinds, record.event_requests.astype(np.int64)
 
     def chunks(self, cost: Any = None) -> pd.DataFrame:
         """Every scheduled chunk, in log order, as a table (no dict built).
