@@ -47,17 +47,24 @@ FREE = [9, 8, 8, 8, 8, 7, 7, 7, 7]
 WAITING = [0, 0, 0, 0, 1, 1, 1, 1, 1]
 
 
-def test_a_run_row_expands_into_its_steps_by_hand():
+@pytest.mark.parametrize(
+    ("kind", "run_step_s", "starts"),
+    [
+        # the core prices the run again: 1 s a step
+        (cs.COST_CONSTANT, np.zeros(0), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]),
+        # a cost priced in Python: the run's durations were kept (0.5, 1, ..., 4 s)
+        (cs.COST_PYTHON, np.arange(1, 9) / 2, [0.0, 1.0, 1.5, 2.5, 4.0, 6.0, 8.5, 11.5, 15.0]),
+    ],
+)
+def test_a_run_row_expands_into_its_steps_by_hand(kind, run_step_s, starts):
     si = np.zeros((2, len(cs.STEP_INT_FIELDS)), dtype=np.int32)
     sf = np.zeros((2, 3))
     # row 0: the prefill step
     si[0, [cs.S_PREFILL, cs.S_RUNNING, cs.S_FREE, cs.S_CHUNKS, cs.S_NUM_STEPS]] = [4, 1, 9, 1, 1]
-    si[0, cs.S_DURATIONS_AT] = -1
     sf[0] = [0.0, 1.0, 0.0]
-    # row 1: the 8 decode steps as one run: the counts of its first step, b the next arrival
-    si[1, [cs.S_DECODE, cs.S_RUNNING, cs.S_FREE, cs.S_COMMON, cs.S_CHUNKS]] = [1, 1, 8, 1, 1]
-    si[1, [cs.S_NUM_STEPS, cs.S_NEXT_ARRIVAL, cs.S_DURATIONS_AT]] = [8, 1, -1]
-    sf[1] = [1.0, 1.0, 4.0]
+    # row 1: the 8 decode steps as one run: the counts of its first step
+    si[1, [cs.S_DECODE, cs.S_RUNNING, cs.S_FREE, cs.S_COMMON, cs.S_CHUNKS, cs.S_NUM_STEPS]] = [1, 1, 8, 1, 1, 8]
+    sf[1] = [1.0, run_step_s[0] if len(run_step_s) else 1.0, 4.0]
     runs = np.zeros((2, len(cs.RUN_FIELDS)), dtype=np.int32)
     runs[0, [cs.R_REQUEST, cs.R_FIRST_STEP, cs.R_NUM_STEPS, cs.R_START, cs.R_TOKENS, cs.R_KIND]] = [
         0,
@@ -76,11 +83,9 @@ def test_a_run_row_expands_into_its_steps_by_hand():
         DECODE,
     ]
     arrival = np.array([0.0, 3.5])
-    floats, ints = expand_steps(
-        sf, si, 9, arrival, runs, 4, cs.COST_CONSTANT, np.array([1.0]), np.zeros(0), np.empty(MAX_RUN_STEPS)
-    )
-    assert floats[:, 0].tolist() == [float(s) for s in range(9)]
-    assert floats[:, 1].tolist() == [1.0] * 9
+    floats, ints = expand_steps(sf, si, 9, arrival, runs, 4, kind, np.array([1.0]), run_step_s, np.empty(MAX_RUN_STEPS))
+    assert floats[:, 0].tolist() == starts
+    assert floats[:, 1].tolist() == [1.0, *(run_step_s if len(run_step_s) else [1.0] * 8)]
     assert ints.shape == (9, NUM_STEP_COLUMNS)
     assert ints[:, cs.S_FREE].tolist() == FREE
     assert ints[:, cs.S_WAITING].tolist() == WAITING

@@ -92,7 +92,7 @@ def new_core(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False) ->
     plan_capacity = engine.max_num_seqs + 1
     caching = inputs.keys is not None
     kind, params = (cs.COST_PYTHON, np.zeros(1)) if price_in_python else cost_kind(cost, engine.max_num_batched_tokens)
-    i64 = np.int64
+    i64, i32 = np.int64, np.int32  # per-request counts and indices are int32 (MAX_RECORDED)
     arrived_in_order = bool(np.all(order[1:] > order[:-1]))  # then the table's own arrays serve
 
     def in_arrival_order(values: np.ndarray) -> np.ndarray:
@@ -117,10 +117,10 @@ def new_core(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False) ->
             "cached": Dict.empty(key_type=nb_types.int64, value_type=nb_types.int64),
             "table": np.zeros((0, 0), dtype=i64),
             "row_len": empty,
-            "row_of": empty,
+            "row_of": np.zeros(0, dtype=i32),
             "free_rows": empty,
-            "num_cached": empty,
-            "num_entered": empty,
+            "num_cached": np.zeros(0, dtype=i32),
+            "num_entered": np.zeros(0, dtype=i32),
             "shared_tokens": empty,
             "shared_stream": empty,
             "tail_stream": empty,
@@ -155,22 +155,22 @@ def new_core(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False) ->
         prompt=prompt,
         output=output,
         priority=priority,
-        computed=np.zeros(count, dtype=i64),
-        generated=np.zeros(count, dtype=i64),
-        num_preemptions=np.zeros(count, dtype=i64),
-        recomputing=np.zeros(count, dtype=i64),
+        computed=np.zeros(count, dtype=i32),
+        generated=np.zeros(count, dtype=i32),
+        num_preemptions=np.zeros(count, dtype=i32),
+        recomputing=np.zeros(count, dtype=i32),
         last_token_at=np.zeros(count),
         max_gap=np.zeros(count),
         first_token_at=np.full(count, math.nan),
         finished_at=np.full(count, math.nan),
         first_scheduled_at=np.full(count, math.nan),
-        prefix_hit=np.zeros(count, dtype=i64),
-        recompute_hit=np.zeros(count, dtype=i64),
-        seq=np.zeros(count, dtype=i64),
-        open_run=np.full(count, -1, dtype=i64),
+        prefix_hit=np.zeros(count, dtype=i32),
+        recompute_hit=np.zeros(count, dtype=i32),
+        seq=np.zeros(count, dtype=i32),
+        open_run=np.full(count, -1, dtype=i32),
         flags=np.zeros(count, dtype=np.int8),
         running=np.zeros(plan_capacity, dtype=i64),
-        waiting=np.zeros(count + 1, dtype=i64),
+        waiting=np.zeros(count + 1, dtype=i32),
         finishing=np.zeros(plan_capacity, dtype=i64),
         in_flight=np.zeros(plan_capacity, dtype=i64),
         n=n,
@@ -215,10 +215,10 @@ def _pool_arrays(
         "cached": Dict.empty(key_type=nb_types.int64, value_type=nb_types.int64),
         "table": np.zeros((rows + 1, max_blocks), dtype=i64),
         "row_len": np.zeros(rows + 1, dtype=i64),
-        "row_of": np.full(len(prompt), -1, dtype=i64),
+        "row_of": np.full(len(prompt), -1, dtype=np.int32),
         "free_rows": np.arange(rows + 1, dtype=i64)[::-1].copy(),
-        "num_cached": np.zeros(len(prompt), dtype=i64),
-        "num_entered": np.zeros(len(prompt), dtype=i64),
+        "num_cached": np.zeros(len(prompt), dtype=np.int32),
+        "num_entered": np.zeros(len(prompt), dtype=np.int32),
         "shared_tokens": shared_tokens,
         "shared_stream": shared_stream,
         "tail_stream": tail_stream,
@@ -227,18 +227,27 @@ def _pool_arrays(
     }
 
 
+#: The slack a record array is grown with beyond the size its run so far foretells (:func:`_grown`).
+GROWTH_SLACK = 1.05
+
+
 def _grown(core: CoreState) -> CoreState:
-    """``core`` with its full record arrays doubled: in place where NumPy can (its allocator
-    then extends the memory, usually without copying it, so a long run's record never needs
-    twice its size), else copied."""
+    """``core`` with its full record arrays enlarged: to the size the run so far foretells (its
+    rows per arrival so far times every request, :data:`GROWTH_SLACK` more), at least by a
+    quarter and at most doubled; in place where NumPy can (its allocator then extends the
+    memory, usually without copying it, so a long run's record never needs twice its size),
+    else copied."""
     n = core.n
     cap = len(core.plan)
     changes: dict[str, Any] = {}
+    per_arrival = core.cfg_num_requests / max(int(n[cs.N_NEXT_ARRIVAL]), 1)
 
     def bigger(name: str, used: int, room: int) -> None:
         array_ = getattr(core, name)
-        if used + room > len(array_):
-            shape = (max(2 * len(array_), used + room), *array_.shape[1:])
+        length = len(array_)
+        if used + room > length:
+            foretold = int(used * per_arrival * GROWTH_SLACK)
+            shape = (max(min(2 * length, max(length + length // 4, foretold)), used + room), *array_.shape[1:])
             # held by the state alone (and here: this name, getrefcount's argument), no view of it
             if array_.flags.owndata and sys.getrefcount(array_) == 3:
                 array_.resize(shape, refcheck=False)  # rows stay where they are; new ones are zeros

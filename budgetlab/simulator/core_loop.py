@@ -86,7 +86,7 @@ def run_steps(st: Any) -> int:
             return DONE
         if not has_room(st):
             return GROW
-        if n[N_STEPS] >= MAX_RECORDED or n[N_SEQ] >= MAX_RECORDED:
+        if n[N_STEPS] >= MAX_RECORDED or n[N_SEQ] >= MAX_RECORDED or n[N_RUN_ROWS] >= MAX_RECORDED:
             return TOO_LONG
         i = n[N_NEXT_ARRIVAL]
         if i < num_requests and (st.arrival[i] <= t[T_NOW] or (n[N_RUNNING] == 0 and n[N_WAITING] == 0)):

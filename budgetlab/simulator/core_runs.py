@@ -60,9 +60,7 @@ from budgetlab.simulator.core_state import (
     S_CHUNKS,
     S_COMMON,
     S_DECODE,
-    S_DURATIONS_AT,
     S_FREE,
-    S_NEXT_ARRIVAL,
     S_NUM_STEPS,
     S_PREEMPTIONS,
     S_PREFILL,
@@ -154,8 +152,6 @@ def take_run(st: Any, durations: Any, k_max: int, stops_at_arrival: bool) -> int
     si[row, S_CACHED] = 0
     si[row, S_COMMON] = first_common
     si[row, S_CHUNKS] = count
-    si[row, S_NEXT_ARRIVAL] = n[N_NEXT_ARRIVAL]
-    si[row, S_DURATIONS_AT] = -1
     st.step_float[row, F_START] = now
     st.step_float[row, F_DURATION] = durations[0]
     st.step_float[row, F_CONTEXT] = float(context)
@@ -192,10 +188,9 @@ def take_run(st: Any, durations: Any, k_max: int, stops_at_arrival: bool) -> int
         start = start + duration
         k += 1
     si[row, S_NUM_STEPS] = k
-    if st.cfg_cost_kind == COST_PYTHON:  # the durations cannot be priced again: kept
+    if st.cfg_cost_kind == COST_PYTHON and k > 1:  # the durations cannot be priced again: kept
         at = n[N_RUN_STEP_S]
         st.run_step_s[at : at + k] = durations[:k]
-        si[row, S_DURATIONS_AT] = at
         n[N_RUN_STEP_S] = at + k
     first_step = n[N_STEPS]
     n[N_STEPS] += k

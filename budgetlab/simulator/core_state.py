@@ -14,8 +14,8 @@ The record is compact, its size set by the run's events rather than its steps:
   key), so the step log costs per request, not per step and request;
 * a decode-only run of steps taken at once (:mod:`.core_runs`) is one row of the step record,
   like a single step (``num_steps`` > 1): what its steps share, and what regenerates the rest
-  (the decodes' context before it, the next arrival's index; the step durations are priced
-  again, or read from ``run_step_s`` for a cost priced in Python): :mod:`.core_steps` expands
+  (the decodes' context before it; the step durations are priced again, or read from
+  ``run_step_s`` for a cost priced in Python): :mod:`.core_steps` expands
   the rows into one row per step on demand;
 * inter-token gaps shared by a step's decodes are a count per row (their value, the step's end
   minus its start, is recomputed on demand).
@@ -86,9 +86,10 @@ R_REQUEST, R_FIRST_STEP, R_NUM_STEPS, R_START, R_TOKENS, R_KIND, R_KEY = range(7
 #: Columns of CoreState.step_int (int32): one row per step or decode-only run of steps. Counts
 #: after scheduling its (first) step; ``num_common_gaps``: the (first) step's requests that also
 #: sampled in the step before (their gap is the step's end − start; in a run's later steps every
-#: decode's); ``num_chunks`` per step; ``num_steps`` (1: a single step); for a run, the index of
-#: the next request to arrive when it began, and where its durations start in ``run_step_s``
-#: (-1: priced again by the core's cost).
+#: decode's); ``num_chunks`` per step; ``num_steps`` (1: a single step). What else regenerates a
+#: run's steps is known without a column: the arrivals queued before it began are those at or
+#: before its start, and its durations, where the core cannot price them again (a cost priced
+#: in Python), are the next ``num_steps`` of ``run_step_s`` (kept for runs alone, in row order).
 STEP_INT_FIELDS = (
     "num_decode_tokens",
     "num_prefill_tokens",
@@ -100,8 +101,6 @@ STEP_INT_FIELDS = (
     "num_common_gaps",
     "num_chunks",
     "num_steps",
-    "next_arrival",
-    "durations_at",
 )
 (
     S_DECODE,
@@ -114,9 +113,7 @@ STEP_INT_FIELDS = (
     S_COMMON,
     S_CHUNKS,
     S_NUM_STEPS,
-    S_NEXT_ARRIVAL,
-    S_DURATIONS_AT,
-) = range(12)
+) = range(10)
 #: Columns of CoreState.step_float: the (first) step's start and duration [s]; for a run, the
 #: decodes' context before it [tokens] (exact in a float64).
 F_START, F_DURATION, F_CONTEXT = 0, 1, 2

@@ -32,6 +32,7 @@ import numpy as np
 from budgetlab.simulator._jit import core_jit
 from budgetlab.simulator.core_cost import decode_run_s
 from budgetlab.simulator.core_state import (
+    COST_PYTHON,
     F_CONTEXT,
     F_DURATION,
     F_START,
@@ -42,9 +43,7 @@ from budgetlab.simulator.core_state import (
     S_CHUNKS,
     S_COMMON,
     S_DECODE,
-    S_DURATIONS_AT,
     S_FREE,
-    S_NEXT_ARRIVAL,
     S_NUM_STEPS,
     S_WAITING,
 )
@@ -58,13 +57,14 @@ NUM_STEP_COLUMNS = S_CHUNKS + 1
 
 
 @core_jit
-def row_durations(sf: Any, si: Any, row: int, kind: int, cost: Any, run_step_s: Any, out: Any) -> int:
-    """The durations [s] of row ``row``'s steps into ``out``; returns how many (``num_steps``)."""
+def row_durations(sf: Any, si: Any, row: int, kind: int, cost: Any, run_step_s: Any, at: int, out: Any) -> int:
+    """The durations [s] of row ``row``'s steps into ``out``; returns how many (``num_steps``).
+    ``at``: where the row's durations start in ``run_step_s`` (read for a run of a cost priced in
+    Python: the runs' durations are kept there in row order)."""
     k = si[row, S_NUM_STEPS]
     if k == 1:
         out[0] = sf[row, F_DURATION]
-    elif si[row, S_DURATIONS_AT] >= 0:
-        at = si[row, S_DURATIONS_AT]
+    elif kind == COST_PYTHON:
         out[:k] = run_step_s[at : at + k]
     else:
         decode_run_s(kind, cost, si[row, S_DECODE], sf[row, F_CONTEXT], k, out)
@@ -105,12 +105,15 @@ def expand_steps(
     floats = np.empty((num_steps, 2))
     ints = np.empty((num_steps, NUM_STEP_COLUMNS), np.int64)
     taken = _blocks_taken(runs, num_steps, block_size)
-    step = 0
+    step = at = 0
     for row in range(len(si)):
-        k = row_durations(sf, si, row, kind, cost, run_step_s, buffer)
+        k = row_durations(sf, si, row, kind, cost, run_step_s, at, buffer)
+        if k > 1:
+            at += k
         start = sf[row, F_START]
         free = si[row, S_FREE]
-        base = si[row, S_WAITING] - si[row, S_NEXT_ARRIVAL]
+        # the arrivals queued before a step are those at or before its start
+        base = si[row, S_WAITING] - np.searchsorted(arrival, start, side="right")
         for s in range(k):
             floats[step, 0] = start
             floats[step, 1] = buffer[s]
@@ -127,10 +130,13 @@ def expand_steps(
 
 
 @core_jit
-def _row_gaps(sf: Any, si: Any, row: int, kind: int, cost: Any, run_step_s: Any, buffer: Any, weights: Any) -> int:
+def _row_gaps(
+    sf: Any, si: Any, row: int, kind: int, cost: Any, run_step_s: Any, at: int, buffer: Any, weights: Any
+) -> int:
     """Row ``row``'s shared inter-token gaps: their values [s] into ``buffer`` (over the
-    durations) and multiplicities into ``weights``; returns how many steps."""
-    k = row_durations(sf, si, row, kind, cost, run_step_s, buffer)
+    durations) and multiplicities into ``weights``; returns how many steps (``at``: as for
+    :func:`row_durations`)."""
+    k = row_durations(sf, si, row, kind, cost, run_step_s, at, buffer)
     start = sf[row, F_START]
     for s in range(k):
         duration = buffer[s]
@@ -165,15 +171,18 @@ def gap_arrays(
     counts = np.empty(size, np.int64)
     values[: len(singles)] = singles
     counts[: len(singles)] = 1
-    at = len(singles)
+    filled = len(singles)
+    at = 0
     for row in range(len(si)):
-        k = _row_gaps(sf, si, row, kind, cost, run_step_s, buffer, weights)
+        k = _row_gaps(sf, si, row, kind, cost, run_step_s, at, buffer, weights)
+        if k > 1:
+            at += k
         for s in range(k):
             if weights[s] > 0:
-                values[at] = buffer[s]
-                counts[at] = weights[s]
-                at += 1
-    return values[:at], counts[:at]
+                values[filled] = buffer[s]
+                counts[filled] = weights[s]
+                filled += 1
+    return values[:filled], counts[:filled]
 
 
 @core_jit
@@ -207,8 +216,11 @@ def gap_digits(
     for i in range(len(singles)):
         _digit_counts(single_bits[i], 1, level, prefixes, hist)
     bits = buffer.view(np.int64)
+    at = 0
     for row in range(len(si)):
-        k = _row_gaps(sf, si, row, kind, cost, run_step_s, buffer, weights)
+        k = _row_gaps(sf, si, row, kind, cost, run_step_s, at, buffer, weights)
+        if k > 1:
+            at += k
         for s in range(k):
             if weights[s] > 0:
                 _digit_counts(bits[s], weights[s], level, prefixes, hist)

@@ -215,9 +215,17 @@ class RunRecord:
     def chunk_start(self) -> np.ndarray:
         return self.chunks.start
 
-    def in_input_order(self, values: np.ndarray) -> np.ndarray:
-        """A per-request array in arrival order, permuted to the input order."""
-        out = np.empty_like(values)
+    @cached_property
+    def _input_in_arrival_order(self) -> bool:
+        return bool(np.all(self.order[1:] > self.order[:-1]))
+
+    def in_input_order(self, values: np.ndarray, *, copy: bool = True) -> np.ndarray:
+        """A per-request array in arrival order, permuted to the input order (``values``
+        itself when that is the same order and ``copy`` is false: the caller only reads it);
+        integers as int64 (the compiled core keeps its per-request counts as int32)."""
+        if not copy and self._input_in_arrival_order:
+            return values
+        out = np.empty(values.shape, dtype=np.int64 if values.dtype.kind in "iu" else values.dtype)  # counts: int64
         out[self.order] = values
         return out
 
@@ -268,9 +276,9 @@ class RunRecord:
         req = self.req
         table = self.table
         numbers = summarize(
-            arrival_at_s=self.in_input_order(self.arrival_at_s),
-            first_token_at_s=self.in_input_order(req.first_token_at_s),
-            finished_at_s=self.in_input_order(req.finished_at_s),
+            arrival_at_s=self.in_input_order(self.arrival_at_s, copy=False),
+            first_token_at_s=self.in_input_order(req.first_token_at_s, copy=False),
+            finished_at_s=self.in_input_order(req.finished_at_s, copy=False),
             output_tokens=table.output_tokens,
             prompt_tokens=table.prompt_tokens,
             gaps=self.gaps,
