@@ -159,6 +159,63 @@ def gap_counts(si: Any, num_singles: int) -> tuple[Any, Any]:
 
 
 @core_jit
+def _digit_counts(bits: Any, weight: int, level: int, prefixes: Any, hist: Any) -> None:
+    """Count a gap (its float's ``bits``) in the histogram of every slot whose prefix (its
+    ``level`` leading 16-bit digits) it has."""
+    digit = (bits >> (48 - 16 * level)) & 0xFFFF
+    for slot in range(len(prefixes)):
+        if level == 0 or (bits >> (64 - 16 * level)) == prefixes[slot]:
+            hist[slot, digit] += weight
+
+
+@core_jit
+def _gap_pass(
+    sf: Any,
+    si: Any,
+    singles: Any,
+    kind: int,
+    cost: Any,
+    run_step_s: Any,
+    buffer: Any,
+    weights: Any,
+    values: Any,
+    counts: Any,
+    level: int,
+    prefixes: Any,
+    hist: Any,
+) -> int:
+    """Visit every gap of multiplicity > 0: ``singles`` (one each), then each step's shared gaps.
+    With ``hist`` empty, write them into ``values`` and ``counts`` and return how many; else
+    count them in ``hist`` (:func:`_digit_counts`) and return 0."""
+    collect = hist.shape[0] == 0
+    filled = 0
+    single_bits = singles.view(np.int64)
+    for i in range(len(singles)):
+        if collect:
+            values[filled] = singles[i]
+            counts[filled] = 1
+            filled += 1
+        else:
+            _digit_counts(single_bits[i], 1, level, prefixes, hist)
+    bits = buffer.view(np.int64)
+    at = 0
+    for row in range(len(si)):
+        k = _row_gaps(sf, si, row, kind, cost, run_step_s, at, buffer, weights)
+        if k > 1:
+            at += k
+        for s in range(k):
+            if weights[s] == 0:
+                continue
+            if collect:
+                values[filled] = buffer[s]
+                counts[filled] = weights[s]
+                filled += 1
+            else:
+                _digit_counts(bits[s], weights[s], level, prefixes, hist)
+    return filled
+
+
+@core_jit
 def gap_arrays(
     sf: Any, si: Any, singles: Any, kind: int, cost: Any, run_step_s: Any, buffer: Any, weights: Any
 ) -> tuple[Any, Any]:
@@ -169,30 +226,11 @@ def gap_arrays(
         size += si[row, S_NUM_STEPS]
     values = np.empty(size)
     counts = np.empty(size, np.int64)
-    values[: len(singles)] = singles
-    counts[: len(singles)] = 1
-    filled = len(singles)
-    at = 0
-    for row in range(len(si)):
-        k = _row_gaps(sf, si, row, kind, cost, run_step_s, at, buffer, weights)
-        if k > 1:
-            at += k
-        for s in range(k):
-            if weights[s] > 0:
-                values[filled] = buffer[s]
-                counts[filled] = weights[s]
-                filled += 1
+    none = np.zeros((0, 65536), np.int64)
+    filled = _gap_pass(
+        sf, si, singles, kind, cost, run_step_s, buffer, weights, values, counts, 0, np.zeros(0, np.int64), none
+    )
     return values[:filled], counts[:filled]
-
-
-@core_jit
-def _digit_counts(bits: Any, weight: int, level: int, prefixes: Any, hist: Any) -> None:
-    """Count a gap (its float's ``bits``) in the histogram of every slot whose prefix (its
-    ``level`` leading 16-bit digits) it has."""
-    digit = (bits >> (48 - 16 * level)) & 0xFFFF
-    for slot in range(len(prefixes)):
-        if level == 0 or (bits >> (64 - 16 * level)) == prefixes[slot]:
-            hist[slot, digit] += weight
 
 
 @core_jit
@@ -212,16 +250,19 @@ def gap_digits(
     pattern, ``level`` 0 to 3), the gaps' multiplicities by their next digit: one pass of a
     radix selection (a non-negative float's bits order as it does). Returns ``(slots, 65536)``."""
     hist = np.zeros((len(prefixes), 65536), np.int64)
-    single_bits = singles.view(np.int64)
-    for i in range(len(singles)):
-        _digit_counts(single_bits[i], 1, level, prefixes, hist)
-    bits = buffer.view(np.int64)
-    at = 0
-    for row in range(len(si)):
-        k = _row_gaps(sf, si, row, kind, cost, run_step_s, at, buffer, weights)
-        if k > 1:
-            at += k
-        for s in range(k):
-            if weights[s] > 0:
-                _digit_counts(bits[s], weights[s], level, prefixes, hist)
+    _gap_pass(
+        sf,
+        si,
+        singles,
+        kind,
+        cost,
+        run_step_s,
+        buffer,
+        weights,
+        np.zeros(0),
+        np.zeros(0, np.int64),
+        level,
+        prefixes,
+        hist,
+    )
     return hist
