@@ -85,8 +85,9 @@ def core_inputs(table: RequestTable, engine: EngineConfig, num_blocks: int) -> C
     return CoreInputs(table, order, origin, arrival, engine, num_blocks, keys)
 
 
-def new_core(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False) -> CoreState:
-    """The core's arrays before the first step: every request still to arrive, the pool all free."""
+def new_core(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False, streamed: bool = False) -> CoreState:
+    """The core's arrays before the first step: every request still to arrive, the pool all free.
+    ``streamed``: no request known yet (:meth:`CoreDriver.make_known` reveals them), else all."""
     table, order, engine = inputs.table, inputs.order, inputs.engine
     count = len(order)
     plan_capacity = engine.max_num_seqs + 1
@@ -131,8 +132,10 @@ def new_core(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False) ->
     n[cs.N_FREE] = num_blocks
     if caching:
         n[cs.N_FREE_SLOTS] = plan_capacity + 1
+    n[cs.N_KNOWN] = 0 if streamed else count
     t = np.zeros(cs.T_SLOTS)
     t[cs.T_NOW] = float(inputs.arrival_at_s[0])
+    t[cs.T_HORIZON] = -math.inf if streamed else math.inf
     rows = count + 1024  # the record's first sizes: grown in place (see _grown)
     return CoreState(
         cfg_budget=engine.max_num_batched_tokens,
@@ -275,20 +278,61 @@ def _planned_batch(core: CoreState) -> Batch:
 def run_compiled(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False) -> CoreState:
     """Run ``inputs`` through the compiled core to the end; returns the core's final arrays.
     ``price_in_python``: price with the cost model's methods even where the core could."""
-    core = new_core(inputs, cost, price_in_python=price_in_python)
-    call = advance  # the dispatcher types its argument on every call (~1 ms for this tuple) ...
-    while True:
-        status = call(core)
-        if call is advance:  # ... so later calls go straight to the compiled entry point
-            call = cast(Any, advance).overloads[(numba.typeof(core),)].entry_point
-        if status == cs.DONE:
-            return core
+    driver = CoreDriver(inputs, cost, new_core(inputs, cost, price_in_python=price_in_python))
+    if driver.advance() != cs.DONE:
+        raise RuntimeError("internal error: the core asked for requests it was given from the start")
+    return driver.core
+
+
+class CoreDriver:
+    """Advances one compiled core (``core``, its arrays; ``inputs``, what they were made from),
+    doing what it returns to Python for: pricing steps and runs with ``cost``, growing its record,
+    raising its errors."""
+
+    def __init__(self, inputs: CoreInputs, cost: Any, core: CoreState) -> None:
+        self.inputs = inputs
+        self.cost = cost
+        self.core = core
+        self._call: Any = None
+
+    def make_known(self, known: int, horizon_s: float) -> None:
+        """Let the core see its first ``known`` requests (their arrays filled in, arriving by
+        ``horizon_s``) and run the steps that start before ``horizon_s`` [s, the core's clock],
+        the earliest a request still unknown may arrive (``math.inf``: none will). A request
+        arriving at the horizon itself may be known or not: the core queues the known ones and
+        stops before the step, so the others join the queue behind them, as in one run."""
+        n, t = self.core.n, self.core.t
+        if known < n[cs.N_KNOWN] or horizon_s < t[cs.T_HORIZON]:
+            raise ValueError("requests are made known in arrival order, the horizon only moves on")
+        if known and not self.core.arrival[known - 1] <= horizon_s:
+            raise ValueError(f"request {known - 1} arrives after the horizon {horizon_s!r} s")
+        n[cs.N_KNOWN] = known
+        t[cs.T_HORIZON] = horizon_s
+
+    def advance(self) -> int:
+        """Run steps until every request is done (:data:`~.core_state.DONE`) or requests not
+        known yet are needed (:data:`~.core_state.NEED_ARRIVALS`); returns which."""
+        while True:
+            # numba's dispatcher types its argument on every call (~1 ms for this tuple): after
+            # the first call, the compiled entry point is called directly
+            if self._call is None:
+                status = advance(self.core)
+                self._call = cast(Any, advance).overloads[(numba.typeof(self.core),)].entry_point
+            else:
+                status = self._call(self.core)
+            if status in (cs.DONE, cs.NEED_ARRIVALS):
+                return status
+            self._serve(status)
+
+    def _serve(self, status: int) -> None:
+        """Do what the core returned ``status`` for, or raise its error."""
+        core, cost, inputs = self.core, self.cost, self.inputs
         if status == cs.NEED_PRICE:
             core.t[cs.T_DURATION] = checked_duration_s(cost.batch_time_s, _planned_batch(core))
         elif status == cs.NEED_RUN_PRICE:
             _price_run(core, cost)
         elif status == cs.GROW:
-            core = _grown(core)
+            self.core = _grown(core)
         elif status == cs.TOO_LONG:
             raise ValueError(
                 f"this run passed {cs.MAX_RECORDED:,} steps or admissions, the most one simulation records "
@@ -430,6 +474,10 @@ class CoreGaps:
     @cached_property
     def _pairs(self) -> tuple[np.ndarray, np.ndarray]:
         return cast(tuple[np.ndarray, np.ndarray], gap_arrays(*self._args, *self._buffers()))
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every gap as (value [s], multiplicity) pairs (gathered, whatever their number)."""
+        return self._pairs
 
     def max_s(self) -> float:
         if not self.num_gaps:

@@ -54,6 +54,7 @@ from budgetlab.simulator.core_state import (
     N_GAPS,
     N_HIT,
     N_IN_FLIGHT,
+    N_KNOWN,
     N_LAST_SAMPLE,
     N_NEXT_ARRIVAL,
     N_NOT_DECODING,
@@ -117,7 +118,7 @@ def queue_arrivals(st: Any) -> None:
     if n[N_RUNNING] == 0 and n[N_WAITING] == 0 and t[T_NOW] < st.arrival[i]:
         t[T_NOW] = st.arrival[i]
     now = t[T_NOW]
-    while i < st.cfg_num_requests and st.arrival[i] <= now:
+    while i < n[N_KNOWN] and st.arrival[i] <= now:
         waiting_push_back(st, i, st.cfg_priority)
         i += 1
     n[N_NEXT_ARRIVAL] = i

@@ -29,6 +29,7 @@ from budgetlab.simulator.core_state import (
     N_EVENT_ROWS,
     N_FINISHING,
     N_GAPS,
+    N_KNOWN,
     N_LAST_SAMPLE,
     N_NEXT_ARRIVAL,
     N_NOT_DECODING,
@@ -42,6 +43,7 @@ from budgetlab.simulator.core_state import (
     N_STEP_ROWS,
     N_STEPS,
     N_WAITING,
+    NEED_ARRIVALS,
     NEED_PRICE,
     NEED_RUN_PRICE,
     NOTHING_SCHEDULED,
@@ -49,6 +51,7 @@ from budgetlab.simulator.core_state import (
     PHASE_STEP,
     STALL,
     T_DURATION,
+    T_HORIZON,
     T_NOW,
     TOO_LONG,
     borrow,
@@ -70,7 +73,6 @@ def advance(st: Any) -> int:
 def run_steps(st: Any) -> int:
     """:func:`advance` on the state it lends (:func:`~.core_state.borrow`)."""
     n, t = st.n, st.t
-    num_requests = st.cfg_num_requests
     while True:
         phase = n[N_PHASE]
         n[N_PHASE] = 0
@@ -82,15 +84,18 @@ def run_steps(st: Any) -> int:
             take_run(st, st.run_durations, n[N_RUN_MAX], n[N_RUN_STOPS] != 0)
         # Pipelined, the last request's last token is still in flight after its step: one more
         # (empty) iteration is planned before the engine sees it finish.
-        if n[N_DONE] >= num_requests and n[N_FINISHING] == 0:
-            return DONE
+        # (with requests still to come, NEED_ARRIVALS: the driver makes them known)
+        if n[N_DONE] >= n[N_KNOWN] and n[N_FINISHING] == 0:
+            return DONE if t[T_HORIZON] == math.inf else NEED_ARRIVALS
         if not has_room(st):
             return GROW
         if n[N_STEPS] >= MAX_RECORDED or n[N_SEQ] >= MAX_RECORDED or n[N_RUN_ROWS] >= MAX_RECORDED:
             return TOO_LONG
         i = n[N_NEXT_ARRIVAL]
-        if i < num_requests and (st.arrival[i] <= t[T_NOW] or (n[N_RUNNING] == 0 and n[N_WAITING] == 0)):
+        if i < n[N_KNOWN] and (st.arrival[i] <= t[T_NOW] or (n[N_RUNNING] == 0 and n[N_WAITING] == 0)):
             queue_arrivals(st)
+        if t[T_NOW] >= t[T_HORIZON]:  # a request not known yet may arrive by this step's start
+            return NEED_ARRIVALS
         if n[N_NOT_DECODING] == 0 and n[N_RUNNING] > 0 and n[N_FINISHING] == 0:
             k_max, stops = plan_run(st)
             if k_max >= 2:

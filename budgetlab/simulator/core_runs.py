@@ -45,6 +45,7 @@ from budgetlab.simulator.core_state import (
     N_FREE,
     N_GAPS,
     N_IN_FLIGHT,
+    N_KNOWN,
     N_LAST_SAMPLE,
     N_NEXT_ARRIVAL,
     N_PEAK_USED,
@@ -66,6 +67,7 @@ from budgetlab.simulator.core_state import (
     S_PREFILL,
     S_RUNNING,
     S_WAITING,
+    T_HORIZON,
     T_NOW,
 )
 from budgetlab.simulator.plan import DECODE
@@ -95,8 +97,8 @@ def plan_run(st: Any) -> tuple[int, bool]:
         stops_at_arrival = st.cfg_priority
     elif n[N_WAITING] == 0 and not seats_full:
         stops_at_arrival = True
-    if stops_at_arrival and n[N_NEXT_ARRIVAL] >= st.cfg_num_requests:
-        stops_at_arrival = False
+    if stops_at_arrival and n[N_NEXT_ARRIVAL] >= n[N_KNOWN]:
+        stops_at_arrival = False  # (a request not known yet arrives at the horizon, which ends the run)
     # the first completion, inclusive
     k = MAX_RUN_STEPS
     for i in range(count):
@@ -168,11 +170,13 @@ def take_run(st: Any, durations: Any, k_max: int, stops_at_arrival: bool) -> int
     si[row, S_FREE] = offsets_free - offsets[0]  # after its first step, as a single step's
     while k < k_max:
         if k > 0:
+            if start >= t[T_HORIZON]:  # a request not known yet may arrive by this step's start
+                break
             i = n[N_NEXT_ARRIVAL]
-            if i < st.cfg_num_requests and st.arrival[i] <= start:
+            if i < n[N_KNOWN] and st.arrival[i] <= start:
                 if stops_at_arrival:
                     break
-                while i < st.cfg_num_requests and st.arrival[i] <= start:
+                while i < n[N_KNOWN] and st.arrival[i] <= start:
                     waiting_push_back(st, i, st.cfg_priority)
                     i += 1
                 n[N_NEXT_ARRIVAL] = i

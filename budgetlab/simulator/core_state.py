@@ -72,12 +72,14 @@ N_RUN_STOPS = 31  # 1: the next arrival ends it
 N_RUNS_TAKEN = 32  # decode-only runs taken at once
 N_RUN_STEPS = 33  # the steps in them
 N_RUN_STEP_S = 34  # durations used in run_step_s
-N_SLOTS = 35
+N_KNOWN = 35  # requests the core knows of (the first N_KNOWN of the per-request arrays)
+N_SLOTS = 36
 
 # Slots of CoreState.t (float64)
 T_NOW = 0  # start of the next step [s]
 T_DURATION = 1  # the planned step's duration [s]
-T_SLOTS = 2
+T_HORIZON = 2  # the earliest an unknown request may arrive [s]: no step starts at or after it
+T_SLOTS = 3
 
 #: Columns of CoreState.runs (int32): one row per chunk run.
 RUN_FIELDS = ("request", "first_step", "num_steps", "start", "tokens", "kind", "key")
@@ -124,6 +126,9 @@ COST_PYTHON, COST_CONSTANT, COST_IDEAL, COST_CALIBRATED = 0, 1, 2, 3
 
 # Statuses the core returns to the driver
 DONE, NEED_PRICE, GROW, STALL, BAD_DURATION, NOTHING_SCHEDULED, NEED_RUN_PRICE, TOO_LONG = 0, 1, 2, 3, 4, 5, 6, 7
+#: Every known request is done, or the next step would start at or after ``t[T_HORIZON]``: the
+#: driver makes the requests arriving by then known (``n[N_KNOWN]``) and moves the horizon on.
+NEED_ARRIVALS = 8
 #: Values of ``n[N_PHASE]``: a step planned and waiting for its duration, a run for its durations.
 PHASE_STEP, PHASE_RUN = 1, 2
 
