@@ -102,6 +102,7 @@ from budgetlab.experiments.speculation import (
 )
 from budgetlab.experiments.sweep import load_grid, percentiles_by_budget, service_rate_per_s, sweep
 from budgetlab.experiments.tune import FirstGuess, TuneResult, budget_frontier, first_guess, tile_budget, tune
+from budgetlab.fleet import FleetResult, LeastLoaded, RoundRobin, SessionAffinity, simulate_fleet
 from budgetlab.hf_config import model_from_hf_config
 from budgetlab.memory import (
     KVCapacity,
@@ -249,6 +250,11 @@ __all__ = [
     "service_rate_per_s",
     "SimResult",
     "simulate",
+    "simulate_fleet",
+    "FleetResult",
+    "LeastLoaded",
+    "RoundRobin",
+    "SessionAffinity",
     "SLO",
     "SLOUnattainableError",
     "StepFill",

@@ -188,6 +188,10 @@ class GapSample(Protocol):
 
     def quantile(self, q: np.ndarray) -> np.ndarray: ...
 
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every gap as (value [s], multiplicity) pairs, in memory."""
+        ...
+
 
 class WeightedGaps:
     """Gaps as (value [s], multiplicity) pairs in memory (a :class:`GapSample`)."""
@@ -205,6 +209,9 @@ class WeightedGaps:
 
     def quantile(self, q: np.ndarray) -> np.ndarray:
         return np.asarray(quantile(self.values_s, q, weights=self.weights))
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.values_s, self.weights
 
 
 def summarize(

@@ -95,5 +95,6 @@ def test_make_known_refuses_going_back():
         driver.make_known(0, 3.0)
     with pytest.raises(ValueError, match="arrival order"):
         driver.make_known(1, 1.0)
+    fresh = compiled.CoreDriver(inputs, ConstantCost(1.0), compiled.new_core(inputs, ConstantCost(1.0), streamed=True))
     with pytest.raises(ValueError, match="after the horizon"):
-        driver.make_known(2, 1.5)  # b arrives at 2.0
+        fresh.make_known(2, 1.5)  # b arrives at 2.0

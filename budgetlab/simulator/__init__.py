@@ -203,10 +203,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import cast
+from typing import NamedTuple, cast
 
 import pandas as pd
 
+from budgetlab.attention import KVGroup
 from budgetlab.catalog import resolve_hardware, resolve_model
 from budgetlab.cost import CostModel, hardware_of, model_of
 from budgetlab.cost.named import check_cost, make_cost
@@ -238,6 +239,8 @@ __all__ = [
     "RunOptions",
     "StepLog",
     "simulate_with",
+    "Deployment",
+    "resolve_deployment",
 ]
 
 #: The old name of :data:`RESULT_COLUMNS` (the input table's columns are
@@ -356,6 +359,38 @@ def simulate_with(
 ) -> SimResult:
     """:func:`simulate` with every run option explicit (:class:`RunOptions`; for tests and
     benchmarks that force a code path)."""
+    deployment = resolve_deployment(engine, cost, hardware, model)
+    table = request_table(requests)
+    engine, cost, num_blocks, groups = deployment
+    if options.check_requests_fit:
+        check_requests_fit(table, engine, num_blocks, groups)
+    record = run(
+        table, engine, cost, num_blocks, groups, options, acceptance=acceptance, acceptance_seed=acceptance_seed
+    )
+    return SimResult(
+        engine=engine, num_kv_blocks=num_blocks, mode=options.mode, time_origin_s=record.time_origin_s, _record=record
+    )
+
+
+class Deployment(NamedTuple):
+    """What :func:`simulate` runs on: the engine (its KV-cache groups filled in), the cost model
+    (a named one built, a CalibratedCost dispatching this engine's CUDA graphs), the KV pool
+    [blocks] and the KV-cache groups."""
+
+    engine: EngineConfig
+    cost: CostModel
+    num_blocks: int
+    kv_groups: tuple[KVGroup, ...]
+
+
+def resolve_deployment(
+    engine: EngineConfig,
+    cost: CostModel | str,
+    hardware: HardwareSpec | str | None = None,
+    model: ModelSpec | str | None = None,
+) -> Deployment:
+    """The engine, cost, pool and KV-cache groups :func:`simulate` runs ``engine`` with (its
+    arguments of the same names, checked as it checks them)."""
     if not isinstance(engine, EngineConfig):
         raise TypeError(f"engine must be an EngineConfig, got {type(engine).__name__}")
     hardware = resolve_hardware(hardware) if isinstance(hardware, str) else hardware
@@ -371,7 +406,6 @@ def simulate_with(
     graphs_for = getattr(cost, "graphs_for", None)
     if callable(graphs_for):  # CalibratedCost: dispatch the steps with this engine's graphs
         cost = cast(CostModel, graphs_for(engine))
-    table = request_table(requests)
     model = model if model is not None else model_of(cost)
     num_blocks = kv_pool_blocks(
         engine,
@@ -380,14 +414,7 @@ def simulate_with(
         cost_name=type(cost).__name__,
     )
     engine, groups = engine_kv_groups(engine, model)
-    if options.check_requests_fit:
-        check_requests_fit(table, engine, num_blocks, groups)
-    record = run(
-        table, engine, cost, num_blocks, groups, options, acceptance=acceptance, acceptance_seed=acceptance_seed
-    )
-    return SimResult(
-        engine=engine, num_kv_blocks=num_blocks, mode=options.mode, time_origin_s=record.time_origin_s, _record=record
-    )
+    return Deployment(engine, cost, num_blocks, tuple(groups))
 
 
 def _named_cost(name: str, engine: EngineConfig, hardware: HardwareSpec | None, model: ModelSpec | None) -> CostModel:

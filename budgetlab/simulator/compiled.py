@@ -1,12 +1,15 @@
 """The driver of the compiled core: its arrays from a run's inputs, its loop, its record.
 
 :func:`core_inputs` turns a run's request table and engine into the core's inputs and
-:func:`new_core` into its state (:class:`~.core_state.CoreState`); :func:`run_compiled` calls
+:func:`new_core` into its state (:class:`~.core_state.CoreState`); a :class:`CoreDriver` calls
 :func:`~.core_loop.advance` until the run is done — pricing a step or a run of steps in Python
 when the cost model is not one the core prices itself, and enlarging a record array the core
 reports full — and :func:`core_record` reads the finished state as a
-:class:`~.record.RunRecord`. :func:`core_schedules` says which engines the core runs (the others
-go through the reference steps).
+:class:`~.record.RunRecord`. :func:`run_compiled` runs a table known from the start; a replica
+of a fleet (:mod:`budgetlab.fleet.replica`) feeds its core requests as they are routed
+(:meth:`CoreDriver.make_known`: the requests known so far, and a horizon no step may start at or
+after). :func:`core_schedules` says which engines the core runs (the others go through the
+reference steps).
 
 The compiled code is cached on disk (:mod:`._jit`: the user's cache folder, or
 ``BUDGETLAB_CACHE_DIR``), so only the first run on a machine compiles (the README gives what

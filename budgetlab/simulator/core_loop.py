@@ -91,11 +91,15 @@ def run_steps(st: Any) -> int:
             return GROW
         if n[N_STEPS] >= MAX_RECORDED or n[N_SEQ] >= MAX_RECORDED or n[N_RUN_ROWS] >= MAX_RECORDED:
             return TOO_LONG
+        # a request not known yet may arrive by this step's start: stop before it (and before
+        # queueing the arrivals it would see, so a stopped core's queue is its last step's)
+        if t[T_NOW] >= t[T_HORIZON]:
+            return NEED_ARRIVALS
         i = n[N_NEXT_ARRIVAL]
         if i < n[N_KNOWN] and (st.arrival[i] <= t[T_NOW] or (n[N_RUNNING] == 0 and n[N_WAITING] == 0)):
             queue_arrivals(st)
-        if t[T_NOW] >= t[T_HORIZON]:  # a request not known yet may arrive by this step's start
-            return NEED_ARRIVALS
+            if t[T_NOW] >= t[T_HORIZON]:  # an idle engine waited for an arrival at the horizon
+                return NEED_ARRIVALS
         if n[N_NOT_DECODING] == 0 and n[N_RUNNING] > 0 and n[N_FINISHING] == 0:
             k_max, stops = plan_run(st)
             if k_max >= 2:

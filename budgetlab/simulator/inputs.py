@@ -92,6 +92,20 @@ class RequestTable:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def subset(self, rows: np.ndarray) -> RequestTable:
+        """The table of the requests at ``rows`` (positions, in the order given)."""
+        picked = rows.tolist()
+        return RequestTable(
+            self.ids[rows],
+            self.arrival_at_s[rows],
+            self.prompt_tokens[rows],
+            self.output_tokens[rows],
+            self.priority[rows],
+            [self.prefix_id[i] for i in picked],
+            self.prefix_tokens[rows],
+            [self.accepted_drafts[i] for i in picked] if self.accepted_drafts else [],
+        )
+
 
 def request_table(requests: Iterable[Request] | pd.DataFrame) -> RequestTable:
     """The request table of ``requests`` (Request-like objects, a DataFrame, or the columns

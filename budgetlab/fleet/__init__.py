@@ -1,0 +1,31 @@
+"""Fleets: replicas of an engine behind a router (:func:`simulate_fleet`).
+
+Modules: :mod:`.replica` (one replica's compiled core, fed its requests as they are routed),
+:mod:`.routers` (round robin, vLLM's data-parallel load balancer, session affinity, a callable)
+and :mod:`.simulate` (the fleet's run and :class:`FleetResult`).
+"""
+
+from budgetlab.fleet.replica import ReplicaLoad
+from budgetlab.fleet.routers import (
+    DEFAULT_STATS_INTERVAL_S,
+    ROUTERS,
+    LeastLoaded,
+    RoundRobin,
+    RoutedRequest,
+    Router,
+    SessionAffinity,
+)
+from budgetlab.fleet.simulate import FleetResult, simulate_fleet
+
+__all__ = [
+    "simulate_fleet",
+    "FleetResult",
+    "ReplicaLoad",
+    "RoutedRequest",
+    "Router",
+    "RoundRobin",
+    "LeastLoaded",
+    "SessionAffinity",
+    "ROUTERS",
+    "DEFAULT_STATS_INTERVAL_S",
+]

@@ -1,0 +1,176 @@
+"""One replica of a fleet: a compiled engine core that learns of its requests as the router
+sends them (:meth:`~budgetlab.simulator.compiled.CoreDriver.make_known`).
+
+The replica keeps its own clock, from its first request's arrival, exactly as :func:`simulate`
+would on the requests it was sent (``arrival − origin``, :func:`~.state.arrival_order`), so a
+replica's result is bit for bit the simulation of its share alone. The fleet's times (the
+router's decisions, horizons) are in the workload's own clock; a replica converts them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from budgetlab.simulator import Deployment, SimResult
+from budgetlab.simulator import core_state as cs
+from budgetlab.simulator.blocks import BlockKeys
+from budgetlab.simulator.compiled import CoreDriver, CoreInputs, core_record, new_core
+from budgetlab.simulator.inputs import RequestTable
+
+__all__ = ["Replica", "ReplicaLoad"]
+
+#: The core's per-request arrays a replica fills as requests are sent: (core field, source).
+_SENT_ARRAYS = ("prompt", "output")
+_SENT_KEYS = ("shared_tokens", "shared_stream", "tail_stream", "private")
+
+
+class ReplicaLoad:
+    """A replica's scheduler counts, as its engine would report them after its last step
+    started before the time asked: requests waiting and running, the KV pool's used fraction,
+    and the requests sent to it that have not finished (``in_flight``)."""
+
+    __slots__ = ("kv_used_fraction", "num_in_flight", "num_running", "num_waiting")
+
+    def __init__(self, num_waiting: int, num_running: int, kv_used_fraction: float, num_in_flight: int) -> None:
+        self.num_waiting = num_waiting
+        self.num_running = num_running
+        self.kv_used_fraction = kv_used_fraction
+        self.num_in_flight = num_in_flight
+
+
+class Replica:
+    """A replica's streamed core on ``deployment``, over the fleet's workload ``whole`` (its
+    table and arrival order: :func:`~budgetlab.simulator.compiled.core_inputs`)."""
+
+    def __init__(self, index: int, deployment: Deployment, whole: CoreInputs) -> None:
+        self.index = index
+        self.deployment = deployment
+        engine, _, num_blocks, _ = deployment
+        keys = BlockKeys.of_table(whole.table, whole.order, engine.block_size) if engine.enable_prefix_caching else None
+        self._whole = CoreInputs(
+            whole.table, whole.order, whole.time_origin_s, whole.arrival_at_s, engine, num_blocks, keys
+        )
+        self._key_arrays = keys.arrays() if keys is not None else None
+        self._rows: list[int] = []  # the workload's arrival positions sent here, in order
+        self._origin_s = math.nan  # this replica's clock: its first request's arrival
+        self._driver: CoreDriver | None = None
+
+    @property
+    def num_sent(self) -> int:
+        return len(self._rows)
+
+    def _start(self, first_arrival_s: float) -> CoreDriver:
+        """The core, made when the first request comes (its clock starts then): the whole
+        workload's arrays, emptied of requests, filled as they are sent."""
+        core = new_core(self._whole, self.deployment.cost, streamed=True)
+        fresh: dict[str, Any] = {"arrival": np.zeros(len(self._whole.order))}
+        for name in (*_SENT_ARRAYS, *(_SENT_KEYS if self._key_arrays is not None else ())):
+            fresh[name] = np.zeros_like(getattr(core, name))
+        if len(core.priority):
+            fresh["priority"] = np.zeros_like(core.priority)
+        self._origin_s = first_arrival_s
+        return CoreDriver(self._whole, self.deployment.cost, core._replace(**fresh))
+
+    def _clock(self, time_s: float) -> float:
+        """``time_s`` (the workload's absolute clock) on this replica's clock."""
+        return time_s - self._origin_s if self._origin_s != 0.0 else time_s
+
+    def send(self, position: int, absolute_arrival_s: float) -> None:
+        """Give the replica the workload's request at arrival position ``position``, arriving
+        at ``absolute_arrival_s`` (the input's clock)."""
+        if self._driver is None:
+            self._driver = self._start(absolute_arrival_s)
+        core, whole = self._driver.core, self._whole
+        k = len(self._rows)
+        core.arrival[k] = self._clock(absolute_arrival_s)
+        core.prompt[k] = whole.table.prompt_tokens[whole.order[position]]
+        core.output[k] = whole.table.output_tokens[whole.order[position]]
+        if len(core.priority):
+            core.priority[k] = whole.table.priority[whole.order[position]]
+        if self._key_arrays is not None:
+            shared_tokens, shared_stream, tail_stream = self._key_arrays
+            core.shared_tokens[k] = shared_tokens[position]
+            core.shared_stream[k] = shared_stream[position]
+            core.tail_stream[k] = tail_stream[position]
+            core.private[k] = shared_stream[position] < 0
+        self._rows.append(position)
+
+    def advance_to(self, time_s: float) -> None:
+        """Run the steps that start before ``time_s`` [s, the workload's clock] with the
+        requests sent so far (``math.inf``: to the end; no more will be sent)."""
+        if self._driver is None:
+            return
+        core = self._driver.core
+        horizon = math.inf if time_s == math.inf else self._clock(time_s)
+        n = core.n
+        idle = len(self._rows) == n[cs.N_KNOWN] and n[cs.N_DONE] >= n[cs.N_KNOWN] and n[cs.N_FINISHING] == 0
+        if horizon != math.inf and (core.t[cs.T_NOW] >= horizon or idle):
+            return  # the core would stop at once (core_loop.run_steps), its state unchanged
+        self._driver.make_known(len(self._rows), horizon)
+        self._driver.advance()
+
+    def load(self, time_s: float) -> ReplicaLoad:
+        """The counts a router sees at ``time_s`` (after :meth:`advance_to` it)."""
+        if self._driver is None:
+            return ReplicaLoad(0, 0, 0.0, 0)
+        core = self._driver.core
+        n = core.n.tolist()
+        num_blocks = core.cfg_num_blocks
+        # every step but the last ended before time_s; the last one's finishes come at its end
+        finished = n[cs.N_DONE]
+        events = n[cs.N_EVENT_ROWS]
+        if events and core.t[cs.T_NOW] > self._clock(time_s):
+            last = core.event_header[events - 1]
+            if last[0] == n[cs.N_STEPS] - 1:
+                finished -= int(last[3])
+        return ReplicaLoad(
+            num_waiting=n[cs.N_WAITING],
+            num_running=n[cs.N_RUNNING],
+            kv_used_fraction=(num_blocks - n[cs.N_FREE]) / num_blocks if num_blocks else 0.0,
+            num_in_flight=len(self._rows) - finished,
+        )
+
+    def result(self, table: RequestTable) -> SimResult | None:
+        """The replica's run (the simulation of its share alone), or ``None`` if it got no request.
+        ``table``: the workload's request table (input order)."""
+        if self._driver is None:
+            return None
+        self.advance_to(math.inf)
+        whole = self._whole
+        sent = whole.order[np.asarray(self._rows, dtype=np.int64)]  # input positions, arrival order
+        rows = np.sort(sent)  # the share in input order, as simulate() would be given it ...
+        order = np.searchsorted(rows, sent)  # ... and its arrival order
+        engine, _, num_blocks, _ = self.deployment
+        core = _trimmed(self._driver.core, len(rows))
+        inputs = CoreInputs(table.subset(rows), order, self._origin_s, core.arrival, engine, num_blocks, None)
+        record = core_record(inputs, core)
+        return SimResult(
+            engine=engine, num_kv_blocks=num_blocks, mode="fast", time_origin_s=record.time_origin_s, _record=record
+        )
+
+
+#: The core's per-request arrays (the first ``count`` entries are the replica's requests).
+_PER_REQUEST = (
+    "arrival",
+    "prompt",
+    "output",
+    "computed",
+    "generated",
+    "num_preemptions",
+    "recomputing",
+    "last_token_at",
+    "max_gap",
+    "first_token_at",
+    "finished_at",
+    "first_scheduled_at",
+    "prefix_hit",
+    "recompute_hit",
+)
+
+
+def _trimmed(core: cs.CoreState, count: int) -> cs.CoreState:
+    """``core`` with its per-request arrays cut to the replica's ``count`` requests."""
+    return core._replace(**{name: getattr(core, name)[:count] for name in _PER_REQUEST})

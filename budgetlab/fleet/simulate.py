@@ -1,0 +1,259 @@
+"""A fleet: replicas of an engine behind a router, advanced together in time.
+
+:func:`simulate_fleet` routes each request at its arrival (:mod:`.routers`) and runs every
+replica as :func:`~budgetlab.simulator.simulate` would run it — the compiled engine core, fed its
+requests as the router sends them (:mod:`.replica`). Replicas share nothing but the router's
+view, so a replica's result is bit for bit the simulation of the requests it was sent, and one
+replica is :func:`simulate` itself.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from budgetlab.cost import CostModel
+from budgetlab.fleet.replica import Replica, ReplicaLoad
+from budgetlab.fleet.routers import RoutedRequest, Router, make_router
+from budgetlab.metrics import WeightedGaps, summarize
+from budgetlab.simulator import Deployment, SimResult, resolve_deployment
+from budgetlab.simulator.compiled import CoreInputs, core_schedules
+from budgetlab.simulator.inputs import RequestTable, check_requests_fit, request_id_at, request_table
+from budgetlab.simulator.state import arrival_order
+from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
+
+__all__ = ["simulate_fleet", "FleetResult"]
+
+
+@dataclass(frozen=True, eq=False)
+class FleetResult:
+    """The run of a fleet.
+
+    Attributes
+    ----------
+    replicas : list of SimResult or None
+        Each replica's run (``None`` for a replica the router sent nothing): the simulation of
+        the requests it was sent, times from its own first arrival (its ``time_origin_s``).
+    assignment : pandas.Series
+        The replica of each request (int), indexed by request id, in input order.
+    time_origin_s : float
+        The workload's first arrival (the input's clock) [s]: the fleet's time 0.
+    """
+
+    replicas: list[SimResult | None]
+    assignment: pd.Series
+    time_origin_s: float
+
+    @cached_property
+    def _summary(self) -> dict[str, float | int]:
+        return _fleet_summary(self)
+
+    def summary(self) -> dict[str, float | int]:
+        """The fleet's headline numbers: :meth:`SimResult.summary`'s keys over every request
+        and inter-token gap of every replica (latencies each in its replica's clock, exact);
+        ``makespan_s`` from the first arrival to the last finish anywhere, and the rates over
+        it; ``num_steps`` and ``num_forward_passes`` summed over the replicas;
+        ``kv_peak_fraction`` and ``kv_peak_blocks`` those of the replica that peaked highest;
+        ``num_kv_blocks`` the fleet's pool; ``num_replicas``."""
+        return dict(self._summary)
+
+    def load(self) -> pd.DataFrame:
+        """Every step of every replica, in the fleet's clock: ``replica``, ``start_at_s``,
+        ``num_running``, ``num_waiting``, ``kv_used_fraction``, ``num_cached_tokens`` and
+        ``num_prefill_tokens`` (the prefix-cache hits and the prompt tokens computed)."""
+        frames = []
+        for index, result in enumerate(self.replicas):
+            if result is None:
+                continue
+            steps = result.steps
+            shift = result.time_origin_s - self.time_origin_s
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "replica": index,
+                        "start_at_s": steps["start_at_s"] + shift,
+                        "num_running": steps["num_running"],
+                        "num_waiting": steps["num_waiting"],
+                        "kv_used_fraction": 1.0 - steps["num_free_kv_blocks"] / result.num_kv_blocks,
+                        "num_cached_tokens": steps["num_cached_tokens"],
+                        "num_prefill_tokens": steps["num_prefill_tokens"],
+                    }
+                )
+            )
+        return pd.concat(frames, ignore_index=True)
+
+
+def simulate_fleet(
+    requests: Iterable[Request] | pd.DataFrame,
+    *,
+    replicas: int,
+    router: str | Router | Callable[[RoutedRequest, Sequence[ReplicaLoad], float], int] = "round_robin",
+    engine: EngineConfig | Sequence[EngineConfig],
+    cost: CostModel | str | Sequence[CostModel | str],
+    hardware: HardwareSpec | str | None = None,
+    model: ModelSpec | str | None = None,
+) -> FleetResult:
+    """Replay ``requests`` through ``replicas`` engines behind ``router``.
+
+    Parameters
+    ----------
+    requests : iterable of Request, or pandas.DataFrame
+        The workload, as for :func:`~budgetlab.simulator.simulate`.
+    replicas : int
+        Number of replicas, >= 1.
+    router : str, Router or callable
+        ``"round_robin"`` (default), ``"least_loaded"`` (vLLM 0.33's data-parallel balancer),
+        ``"session"`` (a session's requests to one replica), a :class:`~.routers.Router`
+        (e.g. ``LeastLoaded(stats_interval_s=0.5)``), or ``router(request, loads, time_s) ->
+        int`` over :class:`~.routers.RoutedRequest` and the replicas' live
+        :class:`~.replica.ReplicaLoad` (:mod:`budgetlab.fleet.routers`).
+    engine : EngineConfig or sequence of EngineConfig
+        Every replica's engine, or one per replica (heterogeneous replicas).
+    cost : CostModel, str or a sequence of them
+        Every replica's step cost (a name as for ``simulate``), or one per replica.
+    hardware, model : optional
+        As for ``simulate`` (the KV pool, a named cost).
+
+    Returns
+    -------
+    FleetResult
+
+    Raises
+    ------
+    ValueError
+        ``replicas`` < 1, an engine or cost list of another length, an unknown router, or a
+        router choosing no replica; ``simulate``'s errors for the workload and each engine.
+    ConfigError
+        An engine the compiled core does not schedule (several KV-cache groups, speculative
+        decoding): a fleet runs the compiled core.
+    """
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 1:
+        raise ValueError(f"replicas must be an int >= 1, got {replicas!r}")
+    engines = _per_replica("engine", engine, replicas)
+    costs = _per_replica("cost", cost, replicas)
+    deployments = [resolve_deployment(e, c, hardware, model) for e, c in zip(engines, costs)]
+    table = request_table(requests)
+    for index, deployment in enumerate(deployments):
+        _check_deployment(index, deployment, table)
+    order, origin, arrival = arrival_order(table)
+    whole = CoreInputs(table, order, origin, arrival, deployments[0].engine, deployments[0].num_blocks, None)
+    fleet = [Replica(index, deployment, whole) for index, deployment in enumerate(deployments)]
+    policy = make_router(router)
+    policy.reset(replicas)
+    chosen = _route(table, whole.order, fleet, policy)
+    results = [replica.result(table) for replica in fleet]
+    assignment = np.empty(len(table), dtype=np.int64)
+    assignment[whole.order] = chosen
+    return FleetResult(
+        replicas=results,
+        assignment=pd.Series(assignment, index=pd.Index(table.ids, name="request_id"), name="replica"),
+        time_origin_s=whole.time_origin_s,
+    )
+
+
+def _per_replica(name: str, value: object, replicas: int) -> list:
+    """``value`` for every replica: one for all, or a list or tuple of one each."""
+    if isinstance(value, list | tuple):
+        if len(value) != replicas:
+            raise ValueError(f"{name} has {len(value)} entries for {replicas} replicas: give one, or one each")
+        return list(value)
+    return [value] * replicas
+
+
+def _check_deployment(index: int, deployment: Deployment, table: RequestTable) -> None:
+    """A replica's engine must be one the compiled core schedules, and fit every request
+    (any request may be routed to it)."""
+    from budgetlab.errors import ConfigError
+
+    engine, _, num_blocks, groups = deployment
+    if not core_schedules(engine, groups):
+        raise ConfigError(
+            f"replica {index}: a fleet runs the compiled engine core, which does not schedule several "
+            "KV-cache groups (sliding-window, chunked-local or Mamba layers) or speculative decoding yet; "
+            "simulate each replica's share with simulate() instead"
+        )
+    check_requests_fit(table, engine, num_blocks, groups)
+
+
+def _route(table: RequestTable, order: np.ndarray, fleet: list[Replica], policy: Router) -> np.ndarray:
+    """Send every request (arrival order) to the replica the router picks; returns the picks."""
+    arrival = table.arrival_at_s
+    origin = float(arrival[order[0]])
+    interval = policy.stats_interval_s
+    next_stats = origin  # the coordinator's first snapshot: at the first arrival
+    chosen = np.empty(len(order), dtype=np.int64)
+    for position, row in enumerate(order.tolist()):
+        time_s = float(arrival[row])
+        if interval is not None:
+            while next_stats <= time_s:
+                for replica in fleet:
+                    replica.advance_to(next_stats)
+                policy.on_stats([replica.load(next_stats) for replica in fleet])
+                next_stats = origin + (round((next_stats - origin) / interval) + 1) * interval
+        loads = None
+        if policy.reads_loads:
+            for replica in fleet:
+                replica.advance_to(time_s)
+            loads = [replica.load(time_s) for replica in fleet]
+        request = RoutedRequest(
+            request_id=request_id_at(table.ids, row),
+            arrival_at_s=time_s,
+            prompt_tokens=int(table.prompt_tokens[row]),
+            output_tokens=int(table.output_tokens[row]),
+            priority=int(table.priority[row]),
+            session=table.prefix_id[row],
+        )
+        pick = policy.choose(request, loads, time_s)
+        if not isinstance(pick, int | np.integer) or not 0 <= pick < len(fleet):
+            raise ValueError(
+                f"the router sent request {request.request_id!r} to {pick!r}: not a replica 0..{len(fleet) - 1}"
+            )
+        fleet[int(pick)].send(position, time_s)
+        chosen[position] = pick
+    return chosen
+
+
+def _fleet_summary(result: FleetResult) -> dict[str, float | int]:
+    """:meth:`FleetResult.summary` (see there)."""
+    runs = [r for r in result.replicas if r is not None]
+    records = [r._record for r in runs]
+
+    def joined(read: Callable[[SimResult], np.ndarray]) -> np.ndarray:
+        return np.concatenate([read(r) for r in runs])
+
+    pairs = [rec.gaps.pairs() for rec in records]
+    summary = summarize(
+        arrival_at_s=joined(lambda r: r._record.in_input_order(r._record.arrival_at_s)),
+        first_token_at_s=joined(lambda r: r._record.in_input_order(r._record.req.first_token_at_s)),
+        finished_at_s=joined(lambda r: r._record.in_input_order(r._record.req.finished_at_s)),
+        output_tokens=joined(lambda r: r._record.table.output_tokens),
+        prompt_tokens=joined(lambda r: r._record.table.prompt_tokens),
+        gaps=WeightedGaps(np.concatenate([p[0] for p in pairs]), np.concatenate([p[1] for p in pairs])),
+        num_preemptions=sum(rec.num_preemptions for rec in records),
+        kv_peak_blocks=0,
+        num_kv_blocks=1,
+        num_steps=sum(rec.num_steps for rec in records),
+    )
+    # the fleet's clock: the first arrival to the last finish anywhere
+    makespan = max((r.time_origin_s - result.time_origin_s) + float(np.max(r._record.req.finished_at_s)) for r in runs)
+    summary["makespan_s"] = makespan
+    summary["throughput_tokens_per_s"] = summary["num_output_tokens"] / makespan if makespan > 0 else math.nan
+    summary["requests_per_s"] = summary["num_requests"] / makespan if makespan > 0 else math.nan
+    each = [r.summary() for r in runs]
+    peak = max(each, key=lambda s: s["kv_peak_fraction"])
+    summary["kv_peak_blocks"] = peak["kv_peak_blocks"]
+    summary["kv_peak_fraction"] = peak["kv_peak_fraction"]
+    summary["num_kv_blocks"] = sum(r.num_kv_blocks for r in result.replicas if r is not None)
+    summary["num_forward_passes"] = sum(s["num_forward_passes"] for s in each)
+    query = sum(s["prefix_query_tokens"] for s in each)
+    hits = sum(s["prefix_hit_tokens"] for s in each)
+    summary["prefix_query_tokens"] = query
+    summary["prefix_hit_tokens"] = hits
+    summary["prefix_hit_rate"] = hits / query if query else math.nan
+    summary["num_replicas"] = len(result.replicas)
+    return summary
