@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_simulator import TRACE, h100_llama8b, workload  # noqa: E402
+from budgetlab import EngineConfig, simulate, simulate_fleet
 
-from budgetlab import EngineConfig, simulate, simulate_fleet  # noqa: E402
+from bench_simulator import TRACE, h100_llama8b, workload
 
 TARGET_RATIO = 10.0
 ROUTERS = ("round_robin", "least_loaded", "session")
@@ -60,10 +60,11 @@ def main(argv: list[str] | None = None) -> None:
         f"ITL p90 {one['itl_p90_s'] * 1e3:.2f} ms"
     )
     for router in ROUTERS:
-        runs = [
-            _timed(lambda: simulate_fleet(faster, replicas=args.replicas, engine=engine, cost=cost, router=router))
-            for _ in range(repeat)
-        ]
+
+        def run(router: str = router):
+            return simulate_fleet(faster, replicas=args.replicas, engine=engine, cost=cost, router=router)
+
+        runs = [_timed(run) for _ in range(repeat)]
         fleet, summary, wall, cpu = min(runs, key=lambda r: r[2])
         shares = fleet.assignment.value_counts().sort_index().tolist()
         ratio = wall / one_wall

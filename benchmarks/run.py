@@ -13,6 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_accuracy
+import bench_fleet
 import bench_kv_groups
 import bench_scale
 import bench_spec
@@ -31,6 +32,8 @@ def main() -> None:
     bench_kv_groups.main([])
     print("\n== speculative decoding ==", flush=True)
     bench_spec.main([])
+    print("\n== fleets: replicas behind a router ==", flush=True)
+    bench_fleet.main([])
     print("\n== trace loading ==", flush=True)
     bench_traces.main([])
     print("\n== sweeps and capacity ==", flush=True)
