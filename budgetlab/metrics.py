@@ -47,7 +47,10 @@ Percentiles
 Every percentile is NumPy's default ``np.quantile(values, q, method="linear")`` (Hyndman &
 Fan type 7). The inter-token gaps are stored compressed, as (value, multiplicity) pairs;
 :func:`quantile` with ``weights`` returns exactly — to the last bit —
-``np.quantile(np.repeat(values, weights), q)`` without expanding the array.
+``np.quantile(np.repeat(values, weights), q)`` without expanding the array. A run's gaps reach
+:func:`summarize` as a :class:`GapSample`: :class:`WeightedGaps` holds such pairs, and a
+compiled run too long to gather its gaps selects the values at the ranks needed
+(:func:`quantile_of_ranked` interpolates between them as NumPy does).
 """
 
 from __future__ import annotations

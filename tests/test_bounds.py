@@ -216,3 +216,15 @@ def test_at_most_names_the_bound_its_unit_and_why():
     with pytest.raises(ParameterError, match=r"^x must be at most 1,024 apples \(a reason\), got 2000$"):
         at_most("x", 2000, Bound(1024, "apples", "a reason"))
     at_most("x", 1024, Bound(1024, "apples", "a reason"))
+
+
+@pytest.mark.parametrize("column", ["prompt_tokens", "output_tokens"])
+@pytest.mark.parametrize("value", [2**27 + 1, 2**31, float(2**40)])
+def test_a_frame_of_requests_is_held_to_the_token_bound_a_request_is(column, value):
+    frame = pd.DataFrame(
+        {"request_id": ["a", "b"], "arrival_at_s": [0.0, 1.0], "prompt_tokens": [10, 10], "output_tokens": [5, 5]}
+    )
+    frame[column] = [10, value]
+    engine = bl.EngineConfig(max_num_batched_tokens=2048, max_num_seqs=8, num_kv_blocks=1000)
+    with pytest.raises(ParameterError, match=rf"request 'b': {column} must be at most 134,217,728 tokens"):
+        bl.simulate(frame, engine=engine, cost=bl.ConstantCost(0.01))

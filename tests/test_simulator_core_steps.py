@@ -58,13 +58,14 @@ WAITING = [0, 0, 0, 0, 1, 1, 1, 1, 1]
 )
 def test_a_run_row_expands_into_its_steps_by_hand(kind, run_step_s, starts):
     si = np.zeros((2, len(cs.STEP_INT_FIELDS)), dtype=np.int32)
-    sf = np.zeros((2, 3))
-    # row 0: the prefill step
+    sf = np.zeros((2, 4))
+    # row 0: the prefill step; its prefix-cache hits as if 3 billion tokens (past int32: a
+    # float64 column holds them exactly)
     si[0, [cs.S_PREFILL, cs.S_RUNNING, cs.S_FREE, cs.S_CHUNKS, cs.S_NUM_STEPS]] = [4, 1, 9, 1, 1]
-    sf[0] = [0.0, 1.0, 0.0]
+    sf[0] = [0.0, 1.0, 0.0, 3e9]
     # row 1: the 8 decode steps as one run: the counts of its first step
     si[1, [cs.S_DECODE, cs.S_RUNNING, cs.S_FREE, cs.S_COMMON, cs.S_CHUNKS, cs.S_NUM_STEPS]] = [1, 1, 8, 1, 1, 8]
-    sf[1] = [1.0, run_step_s[0] if len(run_step_s) else 1.0, 4.0]
+    sf[1] = [1.0, run_step_s[0] if len(run_step_s) else 1.0, 4.0, 0.0]
     runs = np.zeros((2, len(cs.RUN_FIELDS)), dtype=np.int32)
     runs[0, [cs.R_REQUEST, cs.R_FIRST_STEP, cs.R_NUM_STEPS, cs.R_START, cs.R_TOKENS, cs.R_KIND]] = [
         0,
@@ -92,6 +93,7 @@ def test_a_run_row_expands_into_its_steps_by_hand(kind, run_step_s, starts):
     assert ints[:, cs.S_DECODE].tolist() == [0] + [1] * 8
     assert ints[:, cs.S_PREFILL].tolist() == [4] + [0] * 8
     assert ints[:, cs.S_COMMON].tolist() == [0] + [1] * 8
+    assert floats[:, 2].tolist() == [3e9] + [0.0] * 8
 
 
 @pytest.mark.parametrize("mode", ["fast", "reference"])

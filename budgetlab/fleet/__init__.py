@@ -1,11 +1,9 @@
 """Fleets: replicas of an engine behind a router (:func:`simulate_fleet`).
 
-Modules: :mod:`.replica` (one replica's compiled core, fed its requests as they are routed),
-:mod:`.routers` (round robin, vLLM's data-parallel load balancer, session affinity, a callable)
+Modules: :mod:`.routers` (round robin, vLLM's data-parallel load balancer, session affinity, a callable)
 and :mod:`.simulate` (the fleet's run and :class:`FleetResult`).
 """
 
-from budgetlab.fleet.replica import ReplicaLoad
 from budgetlab.fleet.routers import (
     DEFAULT_STATS_INTERVAL_S,
     ROUTERS,
@@ -16,6 +14,7 @@ from budgetlab.fleet.routers import (
     SessionAffinity,
 )
 from budgetlab.fleet.simulate import FleetResult, simulate_fleet
+from budgetlab.simulator.streamed import ReplicaLoad
 
 __all__ = [
     "simulate_fleet",

@@ -1,7 +1,7 @@
 """Routers: which replica each arriving request goes to, decided as a real router decides it.
 
 A router sees each request at its arrival, in arrival order (equal arrivals in input order),
-and the replicas' loads (:class:`~.replica.ReplicaLoad`) as it would see them then:
+and the replicas' loads (:class:`~budgetlab.simulator.streamed.ReplicaLoad`) as it would see them then:
 
 * :class:`RoundRobin` — the k-th arrival to replica ``k mod N`` (0-based); it reads no load.
 * :class:`LeastLoaded` — vLLM 0.33's data-parallel load balancer
@@ -29,7 +29,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from budgetlab.fleet.replica import ReplicaLoad
+from budgetlab.simulator.streamed import ReplicaLoad
 
 __all__ = [
     "RoutedRequest",

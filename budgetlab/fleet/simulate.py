@@ -2,7 +2,7 @@
 
 :func:`simulate_fleet` routes each request at its arrival (:mod:`.routers`) and runs every
 replica as :func:`~budgetlab.simulator.simulate` would run it — the compiled engine core, fed its
-requests as the router sends them (:mod:`.replica`). Replicas share nothing but the router's
+requests as the router sends them (:mod:`budgetlab.simulator.streamed`). Replicas share nothing but the router's
 view, so a replica's result is bit for bit the simulation of the requests it was sent, and one
 replica is :func:`simulate` itself.
 """
@@ -18,13 +18,13 @@ import numpy as np
 import pandas as pd
 
 from budgetlab.cost import CostModel
-from budgetlab.fleet.replica import Replica, ReplicaLoad
 from budgetlab.fleet.routers import RoutedRequest, Router, make_router
 from budgetlab.metrics import WeightedGaps, summarize
 from budgetlab.simulator import Deployment, SimResult, resolve_deployment
 from budgetlab.simulator.compiled import CoreInputs, core_schedules
 from budgetlab.simulator.inputs import RequestTable, check_requests_fit, request_id_at, request_table
 from budgetlab.simulator.state import arrival_order
+from budgetlab.simulator.streamed import ReplicaLoad, StreamedCore
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
 
 __all__ = ["simulate_fleet", "FleetResult"]
@@ -111,7 +111,7 @@ def simulate_fleet(
         ``"session"`` (a session's requests to one replica), a :class:`~.routers.Router`
         (e.g. ``LeastLoaded(stats_interval_s=0.5)``), or ``router(request, loads, time_s) ->
         int`` over :class:`~.routers.RoutedRequest` and the replicas' live
-        :class:`~.replica.ReplicaLoad` (:mod:`budgetlab.fleet.routers`).
+        :class:`~budgetlab.simulator.streamed.ReplicaLoad` (:mod:`budgetlab.fleet.routers`).
     engine : EngineConfig or sequence of EngineConfig
         Every replica's engine, or one per replica (heterogeneous replicas).
     cost : CostModel, str or a sequence of them
@@ -142,7 +142,7 @@ def simulate_fleet(
         _check_deployment(index, deployment, table)
     order, origin, arrival = arrival_order(table)
     whole = CoreInputs(table, order, origin, arrival, deployments[0].engine, deployments[0].num_blocks, None)
-    fleet = [Replica(index, deployment, whole) for index, deployment in enumerate(deployments)]
+    fleet = [StreamedCore(deployment, whole) for deployment in deployments]
     policy = make_router(router)
     policy.reset(replicas)
     chosen = _route(table, whole.order, fleet, policy)
@@ -180,7 +180,7 @@ def _check_deployment(index: int, deployment: Deployment, table: RequestTable) -
     check_requests_fit(table, engine, num_blocks, groups)
 
 
-def _route(table: RequestTable, order: np.ndarray, fleet: list[Replica], policy: Router) -> np.ndarray:
+def _route(table: RequestTable, order: np.ndarray, fleet: list[StreamedCore], policy: Router) -> np.ndarray:
     """Send every request (arrival order) to the replica the router picks; returns the picks."""
     arrival = table.arrival_at_s
     origin = float(arrival[order[0]])

@@ -6,8 +6,8 @@
 when the cost model is not one the core prices itself, and enlarging a record array the core
 reports full — and :func:`core_record` reads the finished state as a
 :class:`~.record.RunRecord`. :func:`run_compiled` runs a table known from the start; a replica
-of a fleet (:mod:`budgetlab.fleet.replica`) feeds its core requests as they are routed
-(:meth:`CoreDriver.make_known`: the requests known so far, and a horizon no step may start at or
+of a fleet or an engine under closed-loop clients (:mod:`.streamed`) feeds its core requests as
+they are sent (:meth:`CoreDriver.make_known`: the requests known so far, and a horizon no step may start at or
 after). :func:`core_schedules` says which engines the core runs (the others go through the
 reference steps).
 
@@ -171,7 +171,7 @@ def new_core(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False, st
         finished_at=np.full(count, math.nan),
         first_scheduled_at=np.full(count, math.nan),
         prefix_hit=np.zeros(count, dtype=i32),
-        recompute_hit=np.zeros(count, dtype=i32),
+        recompute_hit=np.zeros(count, dtype=i64),  # summed over re-admissions
         seq=np.zeros(count, dtype=i32),
         open_run=np.full(count, -1, dtype=i32),
         flags=np.zeros(count, dtype=np.int8),
@@ -185,7 +185,7 @@ def new_core(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False, st
         preempted=np.zeros(plan_capacity, dtype=i64),
         scratch=np.zeros((2, plan_capacity), dtype=i64),
         **pool,
-        step_float=np.zeros((rows, 3)),
+        step_float=np.zeros((rows, 4)),
         step_int=np.zeros((rows, len(cs.STEP_INT_FIELDS)), dtype=np.int32),
         runs=np.zeros((4 * plan_capacity + rows, len(cs.RUN_FIELDS)), dtype=np.int32),
         event_header=np.zeros((rows, 4), dtype=np.int32),
@@ -237,6 +237,17 @@ def _pool_arrays(
 GROWTH_SLACK = 1.05
 
 
+def _refs_of_field(holder: tuple[Any, ...], index: int) -> int:
+    """``sys.getrefcount`` of ``holder[index]`` read into a local, as :func:`_grown` reads a field."""
+    array_ = holder[index]
+    return sys.getrefcount(array_)
+
+
+#: ``sys.getrefcount`` of an array held by one tuple field alone, read as :func:`_grown` reads it
+#: (3 on CPython 3.11-3.13: the field, the local, the call's argument), measured rather than assumed.
+_HELD_BY_FIELD_ALONE = _refs_of_field((np.zeros(1),), 0)
+
+
 def _grown(core: CoreState) -> CoreState:
     """``core`` with its full record arrays enlarged: to the size the run so far foretells (its
     rows per arrival so far times every request, :data:`GROWTH_SLACK` more), at least by a
@@ -255,7 +266,7 @@ def _grown(core: CoreState) -> CoreState:
             foretold = int(used * per_arrival * GROWTH_SLACK)
             shape = (max(min(2 * length, max(length + length // 4, foretold)), used + room), *array_.shape[1:])
             # held by the state alone (and here: this name, getrefcount's argument), no view of it
-            if array_.flags.owndata and sys.getrefcount(array_) == 3:
+            if array_.flags.owndata and sys.getrefcount(array_) == _HELD_BY_FIELD_ALONE:
                 array_.resize(shape, refcheck=False)  # rows stay where they are; new ones are zeros
             else:
                 grown = np.zeros(shape, dtype=array_.dtype)
@@ -406,7 +417,9 @@ def core_record(inputs: CoreInputs, core: CoreState) -> RunRecord:
         )
         columns = {"start_at_s": floats[:, 0], "duration_s": floats[:, 1]}
         for name in RECORDED_STEP_COLUMNS[2:]:
-            columns[name] = ints[:, cs.STEP_INT_FIELDS.index(name)]
+            if name != "num_cached_tokens":
+                columns[name] = ints[:, cs.STEP_INT_FIELDS.index(name)]
+        columns["num_cached_tokens"] = floats[:, 2].astype(np.int64)
         return columns, np.cumsum(ints[:, cs.S_CHUNKS])
 
     req = RequestArrays(
@@ -458,7 +471,7 @@ class CoreGaps:
     first step and every decode's in the others).
 
     The quantiles are :func:`~budgetlab.metrics.quantile`'s, bit for bit. Up to
-    :data:`MAX_GAPS_IN_MEMORY` distinct entries they are gathered as (value, weight) pairs;
+    :data:`MAX_GAPS_IN_MEMORY` entries they are gathered as (value, weight) pairs;
     beyond, the values at the ranks needed are selected exactly, 16 bits of their float64 bit
     patterns a pass (four passes, each pricing the runs again), so the gaps of a long run are
     never all in memory.

@@ -44,6 +44,7 @@ from budgetlab.simulator.core_pool import (
 )
 from budgetlab.simulator.core_state import (
     AFTER_DECODES,
+    F_CACHED,
     F_DURATION,
     F_START,
     N_DONE,
@@ -70,6 +71,7 @@ from budgetlab.simulator.core_state import (
     N_SEQ,
     N_STEP_ROWS,
     N_STEPS,
+    N_STOP_ON_FINISH,
     N_WAITING,
     R_FIRST_STEP,
     R_KEY,
@@ -78,7 +80,6 @@ from budgetlab.simulator.core_state import (
     R_REQUEST,
     R_START,
     R_TOKENS,
-    S_CACHED,
     S_CHUNKS,
     S_COMMON,
     S_DECODE,
@@ -88,6 +89,7 @@ from budgetlab.simulator.core_state import (
     S_PREFILL,
     S_RUNNING,
     S_WAITING,
+    T_HORIZON,
     T_NOW,
 )
 from budgetlab.simulator.plan import DECODE, PREFILL, RECOMPUTE
@@ -431,6 +433,7 @@ def finish_step(st: Any, duration: float) -> None:
             num_prefill += st.plan[j, P_TOKENS]
     st.step_float[row, F_START] = st.t[T_NOW]
     st.step_float[row, F_DURATION] = duration
+    st.step_float[row, F_CACHED] = n[N_PLAN_CACHED]
     si = st.step_int
     si[row, S_DECODE] = num_decode
     si[row, S_PREFILL] = num_prefill
@@ -438,7 +441,6 @@ def finish_step(st: Any, duration: float) -> None:
     si[row, S_WAITING] = n[N_WAITING]
     si[row, S_FREE] = free
     si[row, S_PREEMPTIONS] = n[N_PREEMPTED]
-    si[row, S_CACHED] = n[N_PLAN_CACHED]
     si[row, S_COMMON] = 0
     si[row, S_CHUNKS] = n[N_PLAN]
     si[row, S_NUM_STEPS] = 1
@@ -508,6 +510,15 @@ def record_chunk(st: Any, step: int, request: int, num_tokens: int, kind: int, c
 
 
 @core_jit
+def stop_after_finishes(st: Any, end_s: float) -> None:
+    """A step ending at ``end_s`` finished requests: where their finishes bring new requests
+    (``n[N_STOP_ON_FINISH]``: closed-loop clients), no step may start before the driver has
+    made those known."""
+    if st.n[N_STOP_ON_FINISH] and end_s < st.t[T_HORIZON]:
+        st.t[T_HORIZON] = end_s
+
+
+@core_jit
 def sample_step(st: Any, end_s: float, free: int) -> None:
     """Rule 4, end of step: a chunk that reaches its request's known tokens samples one token; a
     request that samples its last token finishes (pipelined, it keeps its slot and blocks through
@@ -568,6 +579,7 @@ def sample_step(st: Any, end_s: float, free: int) -> None:
         n[N_LAST_SAMPLE] = n[N_STEPS]
     if num_finished:
         n[N_DONE] += num_finished
+        stop_after_finishes(st, end_s)
         for i in range(num_finished):
             r = st.scratch[1, i]
             if st.cfg_pipelined:  # rule 9: released once the next step is planned

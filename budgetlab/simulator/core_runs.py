@@ -31,10 +31,18 @@ from typing import Any
 import numpy as np
 
 from budgetlab.simulator._jit import core_jit
-from budgetlab.simulator.core import FINISHING, IN_FLIGHT, head_admission, record_chunk, release_blocks
+from budgetlab.simulator.core import (
+    FINISHING,
+    IN_FLIGHT,
+    head_admission,
+    record_chunk,
+    release_blocks,
+    stop_after_finishes,
+)
 from budgetlab.simulator.core_pool import cache_full_blocks, grow, running_remove, waiting_head, waiting_push_back
 from budgetlab.simulator.core_state import (
     COST_PYTHON,
+    F_CACHED,
     F_CONTEXT,
     F_DURATION,
     F_START,
@@ -57,7 +65,6 @@ from budgetlab.simulator.core_state import (
     N_STEPS,
     N_WAITING,
     R_NUM_STEPS,
-    S_CACHED,
     S_CHUNKS,
     S_COMMON,
     S_DECODE,
@@ -151,12 +158,12 @@ def take_run(st: Any, durations: Any, k_max: int, stops_at_arrival: bool) -> int
     si[row, S_RUNNING] = count
     si[row, S_WAITING] = n[N_WAITING]
     si[row, S_PREEMPTIONS] = 0
-    si[row, S_CACHED] = 0
     si[row, S_COMMON] = first_common
     si[row, S_CHUNKS] = count
     st.step_float[row, F_START] = now
     st.step_float[row, F_DURATION] = durations[0]
     st.step_float[row, F_CONTEXT] = float(context)
+    st.step_float[row, F_CACHED] = 0.0
     n[N_STEP_ROWS] = row + 1
     # the steps: their starts, the arrivals queued before each, the blocks they take
     k = 0
@@ -245,6 +252,7 @@ def _finish(st: Any, step: int, num_finished: int) -> None:
     """The completions at the run's last step (as :func:`~.core.sample_step` retires them)."""
     n = st.n
     n[N_DONE] += num_finished
+    stop_after_finishes(st, st.t[T_NOW])
     free = n[N_FREE]
     for i in range(num_finished):
         r = st.scratch[1, i]

@@ -73,7 +73,8 @@ N_RUNS_TAKEN = 32  # decode-only runs taken at once
 N_RUN_STEPS = 33  # the steps in them
 N_RUN_STEP_S = 34  # durations used in run_step_s
 N_KNOWN = 35  # requests the core knows of (the first N_KNOWN of the per-request arrays)
-N_SLOTS = 36
+N_STOP_ON_FINISH = 36  # 1: a step that finishes requests moves the horizon to its end (closed loops)
+N_SLOTS = 37
 
 # Slots of CoreState.t (float64)
 T_NOW = 0  # start of the next step [s]
@@ -99,7 +100,6 @@ STEP_INT_FIELDS = (
     "num_waiting",
     "num_free_kv_blocks",
     "num_preemptions",
-    "num_cached_tokens",
     "num_common_gaps",
     "num_chunks",
     "num_steps",
@@ -111,14 +111,15 @@ STEP_INT_FIELDS = (
     S_WAITING,
     S_FREE,
     S_PREEMPTIONS,
-    S_CACHED,
     S_COMMON,
     S_CHUNKS,
     S_NUM_STEPS,
-) = range(10)
+) = range(9)
 #: Columns of CoreState.step_float: the (first) step's start and duration [s]; for a run, the
-#: decodes' context before it [tokens] (exact in a float64).
-F_START, F_DURATION, F_CONTEXT = 0, 1, 2
+#: decodes' context before it [tokens]; the step's prefix-cache hits (``num_cached_tokens``:
+#: a step may admit ``max_num_seqs`` requests each hitting a long shared prefix, past int32)
+#: [tokens]. Token counts are exact in a float64 (below 2^53).
+F_START, F_DURATION, F_CONTEXT, F_CACHED = 0, 1, 2, 3
 
 #: Cost kinds the core prices itself (else it returns each planned step to the driver):
 #: :mod:`.core_cost`.
@@ -134,8 +135,9 @@ PHASE_STEP, PHASE_RUN = 1, 2
 
 #: Bit of a chunk's scheduling key that puts non-decodes after decodes (decode-first order).
 AFTER_DECODES = 1 << 30
-#: The record's steps and admissions are int32: a run stops (``TOO_LONG``) before either reaches
-#: this many (about a billion steps: some 30 million requests of a conversation trace).
+#: The record's steps and admissions are int32: once either reaches this many (about a billion
+#: steps: some 30 million requests of a conversation trace) the run stops (``TOO_LONG``) before
+#: its next step; the step or run of steps taken last adds far fewer than the 2^30 more int32 holds.
 MAX_RECORDED = AFTER_DECODES
 
 

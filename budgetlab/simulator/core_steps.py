@@ -33,6 +33,7 @@ from budgetlab.simulator._jit import core_jit
 from budgetlab.simulator.core_cost import decode_run_s
 from budgetlab.simulator.core_state import (
     COST_PYTHON,
+    F_CACHED,
     F_CONTEXT,
     F_DURATION,
     F_START,
@@ -100,9 +101,9 @@ def expand_steps(
     run_step_s: Any,
     buffer: Any,
 ) -> tuple[Any, Any]:
-    """One row per step: its start and duration [s] (``float64``, 2 columns) and its counts
-    (``int64``, :data:`NUM_STEP_COLUMNS` columns of ``STEP_INT_FIELDS``)."""
-    floats = np.empty((num_steps, 2))
+    """One row per step: its start and duration [s] and prefix-cache hits [tokens] (``float64``,
+    3 columns) and its counts (``int64``, :data:`NUM_STEP_COLUMNS` columns of ``STEP_INT_FIELDS``)."""
+    floats = np.empty((num_steps, 3))
     ints = np.empty((num_steps, NUM_STEP_COLUMNS), np.int64)
     taken = _blocks_taken(runs, num_steps, block_size)
     step = at = 0
@@ -117,6 +118,7 @@ def expand_steps(
         for s in range(k):
             floats[step, 0] = start
             floats[step, 1] = buffer[s]
+            floats[step, 2] = sf[row, F_CACHED]
             for c in range(NUM_STEP_COLUMNS):
                 ints[step, c] = si[row, c]
             if s > 0:  # a run's later steps

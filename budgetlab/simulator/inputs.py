@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from budgetlab import memory
-from budgetlab._checks import MAX_TIME_S
+from budgetlab._checks import MAX_TIME_S, MAX_TOKENS, at_most
 from budgetlab.attention import KVGroup, describe_kv_groups, max_in_flight_tokens
 from budgetlab.cost import IdealCost, model_of
 from budgetlab.errors import ConfigError, ParameterError, RequestTooLargeError
@@ -230,7 +230,8 @@ def _accepted_column(frame: pd.DataFrame, ids: np.ndarray) -> list[tuple[int, ..
 
 
 def _token_column(frame: pd.DataFrame, name: str, ids: np.ndarray) -> np.ndarray:
-    """A token-count column as int64, every value an integer >= 1."""
+    """A token-count column as int64, every value an integer >= 1 and at most
+    :data:`~budgetlab._checks.MAX_TOKENS` (as :class:`~budgetlab.specs.Request` checks it)."""
     raw = frame[name].to_numpy()
     if raw.dtype == bool or not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
         raise ParameterError(f"{name} must hold integer token counts, got dtype {raw.dtype}")
@@ -239,6 +240,9 @@ def _token_column(frame: pd.DataFrame, name: str, ids: np.ndarray) -> np.ndarray
     if bad.any():
         i = int(np.argmax(bad))
         raise ParameterError(f"request {request_id_at(ids, i)!r}: {name} must be an int >= 1, got {raw[i]!r}")
+    if len(values) and values.max() > MAX_TOKENS.value:
+        i = int(np.argmax(values))
+        at_most(f"request {request_id_at(ids, i)!r}: {name}", raw[i].item(), MAX_TOKENS)
     return raw.astype(np.int64)
 
 

@@ -221,8 +221,9 @@ class RunRecord:
 
     def in_input_order(self, values: np.ndarray, *, copy: bool = True) -> np.ndarray:
         """A per-request array in arrival order, permuted to the input order (``values``
-        itself when that is the same order and ``copy`` is false: the caller only reads it);
-        integers as int64 (the compiled core keeps its per-request counts as int32)."""
+        itself, of its own dtype, when that is the same order and ``copy`` is false: the caller
+        only reads it); else a new array, integers as int64 (the compiled core keeps its
+        per-request counts as int32)."""
         if not copy and self._input_in_arrival_order:
             return values
         out = np.empty(values.shape, dtype=np.int64 if values.dtype.kind in "iu" else values.dtype)  # counts: int64

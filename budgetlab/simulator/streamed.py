@@ -1,10 +1,13 @@
-"""One replica of a fleet: a compiled engine core that learns of its requests as the router
-sends them (:meth:`~budgetlab.simulator.compiled.CoreDriver.make_known`).
+"""A compiled engine core that learns of its requests as they are sent: a replica of a fleet
+(its router sends them, :mod:`budgetlab.fleet`) or an engine under closed-loop clients (each
+sends its next request when its last one finished, :mod:`.closed_loop`).
 
-The replica keeps its own clock, from its first request's arrival, exactly as :func:`simulate`
-would on the requests it was sent (``arrival − origin``, :func:`~.state.arrival_order`), so a
-replica's result is bit for bit the simulation of its share alone. The fleet's times (the
-router's decisions, horizons) are in the workload's own clock; a replica converts them.
+A :class:`StreamedCore` keeps its own clock, from its first request's arrival, exactly as
+:func:`~budgetlab.simulator.simulate` would on the requests it was sent (``arrival − origin``,
+:func:`~.state.arrival_order`), so its result is bit for bit the simulation of those requests
+alone. Times given to it (arrivals, horizons) are in the workload's own clock; it converts
+them. Its core (:meth:`~.compiled.CoreDriver.make_known`) runs only the steps that start
+before the time it is advanced to, so the sender can decide what comes next from its state.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from budgetlab.simulator.blocks import BlockKeys
 from budgetlab.simulator.compiled import CoreDriver, CoreInputs, core_record, new_core
 from budgetlab.simulator.inputs import RequestTable
 
-__all__ = ["Replica", "ReplicaLoad"]
+__all__ = ["StreamedCore", "ReplicaLoad"]
 
 #: The core's per-request arrays a replica fills as requests are sent: (core field, source).
 _SENT_ARRAYS = ("prompt", "output")
@@ -41,13 +44,15 @@ class ReplicaLoad:
         self.num_in_flight = num_in_flight
 
 
-class Replica:
-    """A replica's streamed core on ``deployment``, over the fleet's workload ``whole`` (its
-    table and arrival order: :func:`~budgetlab.simulator.compiled.core_inputs`)."""
+class StreamedCore:
+    """A streamed core on ``deployment`` over the workload ``whole`` (its table and arrival
+    order: :class:`~.compiled.CoreInputs`), sent requests by their arrival positions.
+    ``stop_on_finish``: a step that finishes requests ends :meth:`advance_to` (closed loops:
+    their finishes bring the next requests)."""
 
-    def __init__(self, index: int, deployment: Deployment, whole: CoreInputs) -> None:
-        self.index = index
+    def __init__(self, deployment: Deployment, whole: CoreInputs, *, stop_on_finish: bool = False) -> None:
         self.deployment = deployment
+        self._stop_on_finish = stop_on_finish
         engine, _, num_blocks, _ = deployment
         keys = BlockKeys.of_table(whole.table, whole.order, engine.block_size) if engine.enable_prefix_caching else None
         self._whole = CoreInputs(
@@ -62,6 +67,27 @@ class Replica:
     def num_sent(self) -> int:
         return len(self._rows)
 
+    @property
+    def num_finished(self) -> int:
+        """Requests sent here that have finished so far."""
+        return 0 if self._driver is None else int(self._driver.core.n[cs.N_DONE])
+
+    @property
+    def clock_s(self) -> float:
+        """When the core's next step would start [s, the workload's clock]: no step has started
+        at or after it (NaN before the first request)."""
+        if self._driver is None:
+            return math.nan
+        now = float(self._driver.core.t[cs.T_NOW])
+        return now + self._origin_s if self._origin_s != 0.0 else now
+
+    def finished_at_s_of(self, indices: np.ndarray) -> np.ndarray:
+        """When the requests of core indices ``indices`` finished [s, the workload's clock]
+        (NaN: not yet)."""
+        assert self._driver is not None
+        finished = self._driver.core.finished_at[indices]
+        return finished + self._origin_s if self._origin_s != 0.0 else finished.copy()
+
     def _start(self, first_arrival_s: float) -> CoreDriver:
         """The core, made when the first request comes (its clock starts then): the whole
         workload's arrays, emptied of requests, filled as they are sent."""
@@ -72,15 +98,17 @@ class Replica:
         if len(core.priority):
             fresh["priority"] = np.zeros_like(core.priority)
         self._origin_s = first_arrival_s
-        return CoreDriver(self._whole, self.deployment.cost, core._replace(**fresh))
+        core = core._replace(**fresh)
+        core.n[cs.N_STOP_ON_FINISH] = int(self._stop_on_finish)
+        return CoreDriver(self._whole, self.deployment.cost, core)
 
     def _clock(self, time_s: float) -> float:
         """``time_s`` (the workload's absolute clock) on this replica's clock."""
         return time_s - self._origin_s if self._origin_s != 0.0 else time_s
 
-    def send(self, position: int, absolute_arrival_s: float) -> None:
-        """Give the replica the workload's request at arrival position ``position``, arriving
-        at ``absolute_arrival_s`` (the input's clock)."""
+    def send(self, position: int, absolute_arrival_s: float) -> int:
+        """Send the workload's request at arrival position ``position``, arriving at
+        ``absolute_arrival_s`` (the input's clock); returns its index in the core."""
         if self._driver is None:
             self._driver = self._start(absolute_arrival_s)
         core, whole = self._driver.core, self._whole
@@ -97,6 +125,7 @@ class Replica:
             core.tail_stream[k] = tail_stream[position]
             core.private[k] = shared_stream[position] < 0
         self._rows.append(position)
+        return k
 
     def advance_to(self, time_s: float) -> None:
         """Run the steps that start before ``time_s`` [s, the workload's clock] with the
@@ -134,10 +163,11 @@ class Replica:
         )
 
     def result(self, table: RequestTable) -> SimResult | None:
-        """The replica's run (the simulation of its share alone), or ``None`` if it got no request.
-        ``table``: the workload's request table (input order)."""
+        """The run (the simulation of the requests sent alone), or ``None`` if none was sent.
+        ``table``: the workload's request table (input order), with the arrivals they were sent at."""
         if self._driver is None:
             return None
+        self._driver.core.n[cs.N_STOP_ON_FINISH] = 0  # nothing more will be sent: run to the end
         self.advance_to(math.inf)
         whole = self._whole
         sent = whole.order[np.asarray(self._rows, dtype=np.int64)]  # input positions, arrival order
