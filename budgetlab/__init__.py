@@ -132,6 +132,7 @@ from budgetlab.specs import Batch, EngineConfig, HardwareSpec, ModelSpec, Reques
 from budgetlab.tradeoffs import BudgetPayoff, budget_payoff, budget_sweep, budget_tradeoff, flattening_budget
 from budgetlab.workload import (
     AcceptanceRates,
+    ClosedLoopClients,
     Empirical,
     Fixed,
     LengthDistribution,
@@ -251,6 +252,7 @@ __all__ = [
     "SimResult",
     "simulate",
     "simulate_fleet",
+    "ClosedLoopClients",
     "FleetResult",
     "LeastLoaded",
     "RoundRobin",

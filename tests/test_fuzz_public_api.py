@@ -592,7 +592,7 @@ BENCH_UNREAD = {
 BENCH_ACCEPTED: dict[tuple[str, str], str] = {
     ("failed", "None"): "null: a vLLM version that does not count failures (0)",
     ("burstiness", "None"): "null: Poisson arrivals, vLLM's default burstiness of 1",
-    ("max_concurrency", "None"): "null: an open-loop run, the only kind that can be replayed",
+    ("max_concurrency", "None"): "null: an open-loop run (no cap on requests in flight)",
     ("request_rate", "inf"): "vLLM's 'every request at once'",
 }
 for _field in ("label", "model_id"):

@@ -100,6 +100,7 @@ PUBLIC_NAMES = (
     "SimResult",
     "simulate",
     "simulate_fleet",
+    "ClosedLoopClients",
     "FleetResult",
     "LeastLoaded",
     "RoundRobin",

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import budgetlab as bl
+from budgetlab import ClosedLoopClients
 from budgetlab.errors import BenchFormatError, CalibrationError, ParameterError
 from budgetlab.serving import (
     SIMULATED_LABEL,
@@ -84,8 +85,13 @@ def test_summary_only_files_replay_at_the_rate():
     assert {r.prompt_tokens for r in replay} == {round(bench.mean_input_tokens)}
     gaps = np.diff([r.arrival_at_s for r in replay])
     assert gaps.mean() == pytest.approx(1 / 6.0, rel=0.3)
-    with pytest.raises(BenchFormatError, match="'max_concurrency': 8: a closed-loop benchmark"):
-        read_vllm_bench({**data, "max_concurrency": 8})
+    closed = read_vllm_bench({**data, "max_concurrency": 8})
+    clients = closed.workload(seed=1)
+    assert closed.closed_loop and isinstance(clients, ClosedLoopClients)
+    assert clients.concurrency == 8 and clients.paced  # at request_rate, then a free slot
+    assert [r.arrival_at_s for r in clients.requests] == [r.arrival_at_s for r in replay]
+    with pytest.raises(BenchFormatError, match=r"field 'max_concurrency': 100000000 is above"):
+        read_vllm_bench({**data, "max_concurrency": 10**8})
     instant = read_vllm_bench({**data, "request_rate": "inf"}).requests()
     assert {r.arrival_at_s for r in instant} == {0.0}
 
@@ -197,6 +203,42 @@ def test_round_trip_within_the_reported_uncertainty():
         assert abs(value - true) <= max(3 * stderr, 0.03 * true)
 
 
+def test_a_closed_loop_file_replays_as_its_clients_and_calibrates():
+    gpu, llm = bl.hardware("h100-sxm"), bl.model("llama-3.1-8b")
+    engine = bl.EngineConfig(max_num_batched_tokens=2048, max_num_seqs=128)
+    truth = bl.CalibratedCost.typical(gpu, llm).with_(step_overhead_s=2e-3)
+    requests = bl.conversation_like(num_requests=160, rate_per_s=8.0, seed=5)
+    # 8 clients; each sends again 12 ms (the per-request overhead) after its response ended
+    run = bl.simulate(ClosedLoopClients(8, requests, think_time_s=0.012), engine=engine, cost=truth)
+    exact = bench_from_simulation(
+        run, overhead=ServingOverhead(0.012), request_rate_per_s=math.inf, model_id="m", max_concurrency=8
+    )
+    bench = read_vllm_bench(json.loads(json.dumps(exact)))
+    clients = bench.workload(think_time_s=0.012)
+    assert isinstance(clients, ClosedLoopClients) and clients.concurrency == 8 and not clients.paced
+    assert [r.arrival_at_s for r in clients.requests] == [0.0] * 160  # sent as slots free up
+    replay = bl.simulate(clients, engine=engine, cost=truth)
+    # the replay sends every request when the run did (to the file's rounding of the latencies)
+    sent = replay.requests.set_index("request_id").arrival_at_s
+    assert sent.loc[run.requests.request_id].to_numpy() == pytest.approx(run.requests.arrival_at_s.to_numpy())
+    noisy = bench_from_simulation(
+        run,
+        overhead=ServingOverhead(0.012),
+        request_rate_per_s=math.inf,
+        model_id="m",
+        max_concurrency=8,
+        jitter_fraction=0.05,
+        seed=2,
+    )
+    fit = calibrate_serving(noisy, cost=bl.CalibratedCost.typical(gpu, llm), engine=engine, seed=1)
+    assert isinstance(fit.workload, ClosedLoopClients) and len(fit.requests) == 160
+    params = fit.parameters.set_index("name")
+    for name, true in (("step_overhead_s", 2e-3), ("request_overhead_s", 0.012)):
+        value, stderr = params.loc[name, "value"], params.loc[name, "stderr"]
+        print(f"closed loop, {name}: {value:.5g} ± {stderr:.2g} (true {true})")
+        assert abs(value - true) <= max(3 * stderr, 0.03 * true)
+
+
 def test_calibration_refuses_bad_requests():
     gpu, llm = bl.hardware("h100-sxm"), bl.model("llama-3.1-8b")
     engine = bl.EngineConfig.vllm_defaults(gpu)
@@ -241,7 +283,7 @@ def test_calibration_keeps_the_output_lag_it_starts_with():
         (lambda d: d["input_lens"].__setitem__(0, 10**12), r"field 'input_lens'\[0\]: 1000000000000 tokens is above"),
         (lambda d: d.update(mean_ttft_ms=-1.0), r"field 'mean_ttft_ms': expected a finite number of milliseconds >= 0"),
         (lambda d: d.update(duration=1e308), r"field 'duration': 1e\+308 s is more than 4,294,967,296 s"),
-        (lambda d: d.update(max_concurrency=8), r"closed-loop benchmark .*replaying them as open-loop arrivals"),
+        (lambda d: d.update(max_concurrency=10**30), r"field .max_concurrency.: 10+ is above 10,000,000"),
     ],
 )
 def test_inconsistent_or_impossible_files_are_refused_naming_the_field(change, match):
@@ -254,10 +296,13 @@ def test_inconsistent_or_impossible_files_are_refused_naming_the_field(change, m
     assert time.perf_counter() - started < 1.0
 
 
-def test_closed_loop_summary_files_are_refused_too():
+def test_a_closed_loop_summary_file_replays_as_clients_at_the_mean_lengths():
     data = {k: v for k, v in _example().items() if k not in ("input_lens", "output_lens", "ttfts", "itls")}
-    with pytest.raises(BenchFormatError, match=r"max_concurrency.*Closed-loop replay is planned"):
-        read_vllm_bench({**data, "max_concurrency": 4})
+    bench = read_vllm_bench({**data, "max_concurrency": 4, "request_rate": "inf"})
+    clients = bench.workload()
+    assert isinstance(clients, ClosedLoopClients) and clients.concurrency == 4 and not clients.paced
+    assert len(clients.requests) == bench.completed
+    assert {(r.arrival_at_s, r.prompt_tokens) for r in clients.requests} == {(0.0, round(bench.mean_input_tokens))}
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -21,11 +21,13 @@ from budgetlab.cost import CostModel
 from budgetlab.fleet.routers import RoutedRequest, Router, make_router
 from budgetlab.metrics import WeightedGaps, summarize
 from budgetlab.simulator import Deployment, SimResult, resolve_deployment
+from budgetlab.simulator.closed_loop import clients_inputs, realized_table, send_as_clients_free
 from budgetlab.simulator.compiled import CoreInputs, core_schedules
 from budgetlab.simulator.inputs import RequestTable, check_requests_fit, request_id_at, request_table
 from budgetlab.simulator.state import arrival_order
 from budgetlab.simulator.streamed import ReplicaLoad, StreamedCore
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
+from budgetlab.workload.closed_loop import ClosedLoopClients
 
 __all__ = ["simulate_fleet", "FleetResult"]
 
@@ -89,7 +91,7 @@ class FleetResult:
 
 
 def simulate_fleet(
-    requests: Iterable[Request] | pd.DataFrame,
+    requests: Iterable[Request] | pd.DataFrame | ClosedLoopClients,
     *,
     replicas: int,
     router: str | Router | Callable[[RoutedRequest, Sequence[ReplicaLoad], float], int] = "round_robin",
@@ -102,8 +104,10 @@ def simulate_fleet(
 
     Parameters
     ----------
-    requests : iterable of Request, or pandas.DataFrame
-        The workload, as for :func:`~budgetlab.simulator.simulate`.
+    requests : iterable of Request, pandas.DataFrame, or ClosedLoopClients
+        The workload, as for :func:`~budgetlab.simulator.simulate`: requests arriving at their
+        times, or :class:`~budgetlab.ClosedLoopClients` sending each as a client frees up
+        (anywhere in the fleet; the router places it at its send time).
     replicas : int
         Number of replicas, >= 1.
     router : str, Router or callable
@@ -137,15 +141,25 @@ def simulate_fleet(
     engines = _per_replica("engine", engine, replicas)
     costs = _per_replica("cost", cost, replicas)
     deployments = [resolve_deployment(e, c, hardware, model) for e, c in zip(engines, costs)]
-    table = request_table(requests)
+    clients = requests if isinstance(requests, ClosedLoopClients) else None
+    table = request_table(clients.requests if clients is not None else requests)
     for index, deployment in enumerate(deployments):
         _check_deployment(index, deployment, table)
-    order, origin, arrival = arrival_order(table)
-    whole = CoreInputs(table, order, origin, arrival, deployments[0].engine, deployments[0].num_blocks, None)
-    fleet = [StreamedCore(deployment, whole) for deployment in deployments]
+    if clients is not None:
+        whole = clients_inputs(clients, table, deployments[0])
+    else:
+        order, origin, arrival = arrival_order(table)
+        whole = CoreInputs(table, order, origin, arrival, deployments[0].engine, deployments[0].num_blocks, None)
+    fleet = [StreamedCore(deployment, whole, stop_on_finish=clients is not None) for deployment in deployments]
     policy = make_router(router)
     policy.reset(replicas)
-    chosen = _route(table, whole.order, fleet, policy)
+    dispatch = _RouterDispatch(whole, fleet, policy)
+    if clients is not None:
+        sent_at, chosen = send_as_clients_free(clients, whole, fleet, dispatch)
+        table = realized_table(table, whole.order, sent_at)
+        whole = replace(whole, table=table, time_origin_s=float(sent_at[0]))
+    else:
+        chosen = _send_at_arrivals(whole, fleet, dispatch)
     results = [replica.result(table) for replica in fleet]
     assignment = np.empty(len(table), dtype=np.int64)
     assignment[whole.order] = chosen
@@ -180,26 +194,40 @@ def _check_deployment(index: int, deployment: Deployment, table: RequestTable) -
     check_requests_fit(table, engine, num_blocks, groups)
 
 
-def _route(table: RequestTable, order: np.ndarray, fleet: list[StreamedCore], policy: Router) -> np.ndarray:
-    """Send every request (arrival order) to the replica the router picks; returns the picks."""
-    arrival = table.arrival_at_s
-    origin = float(arrival[order[0]])
-    interval = policy.stats_interval_s
-    next_stats = origin  # the coordinator's first snapshot: at the first arrival
-    chosen = np.empty(len(order), dtype=np.int64)
-    for position, row in enumerate(order.tolist()):
-        time_s = float(arrival[row])
-        if interval is not None:
-            while next_stats <= time_s:
-                for replica in fleet:
-                    replica.advance_to(next_stats)
-                policy.on_stats([replica.load(next_stats) for replica in fleet])
-                next_stats = origin + (round((next_stats - origin) / interval) + 1) * interval
-        loads = None
-        if policy.reads_loads:
-            for replica in fleet:
-                replica.advance_to(time_s)
-            loads = [replica.load(time_s) for replica in fleet]
+class _RouterDispatch:
+    """The router of a fleet, as the senders see it (:class:`~budgetlab.simulator.closed_loop.Dispatch`):
+    its stats snapshots every ``stats_interval_s`` from the first send (the coordinator's), and
+    its choice for each request from the replicas' loads at its send time."""
+
+    def __init__(self, whole: CoreInputs, fleet: list[StreamedCore], policy: Router) -> None:
+        self._table = whole.table
+        self._order = whole.order
+        self._fleet = fleet
+        self._policy = policy
+        self._origin = math.nan  # the first send: the snapshots' clock
+        self._next_stats = math.inf
+
+    def _advanced(self, time_s: float) -> list[ReplicaLoad]:
+        for replica in self._fleet:
+            replica.advance_to(time_s)
+        return [replica.load(time_s) for replica in self._fleet]
+
+    def next_tick_s(self) -> float:
+        return self._next_stats
+
+    def tick(self, time_s: float) -> None:
+        self._policy.on_stats(self._advanced(time_s))
+        interval = self._policy.stats_interval_s
+        assert interval is not None
+        self._next_stats = self._origin + (round((time_s - self._origin) / interval) + 1) * interval
+
+    def choose(self, position: int, time_s: float) -> int:
+        if math.isnan(self._origin):  # the coordinator's first snapshot: at the first send
+            self._origin = time_s
+            if self._policy.stats_interval_s is not None:
+                self.tick(time_s)
+        table, row = self._table, int(self._order[position])
+        loads = self._advanced(time_s) if self._policy.reads_loads else None
         request = RoutedRequest(
             request_id=request_id_at(table.ids, row),
             arrival_at_s=time_s,
@@ -208,12 +236,25 @@ def _route(table: RequestTable, order: np.ndarray, fleet: list[StreamedCore], po
             priority=int(table.priority[row]),
             session=table.prefix_id[row],
         )
-        pick = policy.choose(request, loads, time_s)
-        if not isinstance(pick, int | np.integer) or not 0 <= pick < len(fleet):
+        pick = self._policy.choose(request, loads, time_s)
+        if not isinstance(pick, int | np.integer) or not 0 <= pick < len(self._fleet):
             raise ValueError(
-                f"the router sent request {request.request_id!r} to {pick!r}: not a replica 0..{len(fleet) - 1}"
+                f"the router sent request {request.request_id!r} to {pick!r}: not a replica 0..{len(self._fleet) - 1}"
             )
-        fleet[int(pick)].send(position, time_s)
+        return int(pick)
+
+
+def _send_at_arrivals(whole: CoreInputs, fleet: list[StreamedCore], dispatch: _RouterDispatch) -> np.ndarray:
+    """Send every request at its arrival (arrival order) to the replica the router picks, the
+    router's snapshots taken in time order between them; returns the picks."""
+    arrival = whole.table.arrival_at_s
+    chosen = np.empty(len(whole.order), dtype=np.int64)
+    for position, row in enumerate(whole.order.tolist()):
+        time_s = float(arrival[row])
+        while dispatch.next_tick_s() <= time_s:
+            dispatch.tick(dispatch.next_tick_s())
+        pick = dispatch.choose(position, time_s)
+        fleet[pick].send(position, time_s)
         chosen[position] = pick
     return chosen
 

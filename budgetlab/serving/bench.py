@@ -11,10 +11,14 @@ tokens [s]), ``start_times`` (the client's ``perf_counter`` when it sent the req
 ``errors`` (empty for a success).
 
 :func:`read_vllm_bench` checks every field it uses and names the one that is missing or wrong.
-:meth:`BenchResult.requests` replays the workload: the recorded start times and lengths when
+:meth:`BenchResult.workload` replays the workload: the recorded start times and lengths when
 the file is detailed, else arrivals at ``request_rate`` (a gamma process of shape
 ``burstiness``, as the client draws them, with its seed unknown) and every request at the mean
-input and output length. :func:`bench_from_simulation` writes a simulated run in the same
+input and output length. A closed-loop run (``--max-concurrency``) is replayed as
+:class:`~budgetlab.ClosedLoopClients`: ``max_concurrency`` clients sending the requests in the
+order they were sent, each when a client is free (after its paced arrival, for a finite
+``request_rate``), so its send times come out of the simulated server's latency as they came out
+of the real one's. :func:`bench_from_simulation` writes a simulated run in the same
 format, labelled as simulated (the shipped example, ``data/bench/``, is one).
 """
 
@@ -35,6 +39,7 @@ from budgetlab._checks import MAX_REQUESTS, MAX_TIME_S, MAX_TOKENS, Bound, is_in
 from budgetlab.errors import BenchFormatError
 from budgetlab.serving.overhead import ServingOverhead, client_requests, next_step_s
 from budgetlab.specs import Request
+from budgetlab.workload.closed_loop import ClosedLoopClients
 
 __all__ = [
     "BenchResult",
@@ -110,21 +115,26 @@ class BenchResult:
         """Whether budgetlab wrote this file (:data:`SIMULATED_LABEL`)."""
         return self.label == SIMULATED_LABEL
 
-    def requests(self, *, seed: int = 0) -> list[Request]:
-        """The workload to replay in :func:`budgetlab.simulate`.
+    @property
+    def closed_loop(self) -> bool:
+        """Whether the client capped its requests in flight (``--max-concurrency``)."""
+        return self.max_concurrency is not None
 
-        Detailed: every completed request at its recorded start (relative to the first) with
-        its input and output lengths. Summary only: ``completed`` requests at the mean
-        lengths, arriving at ``request_rate`` by a gamma process of shape ``burstiness``
+    def requests(self, *, seed: int = 0) -> list[Request]:
+        """The requests the client sent, with the arrivals an open-loop replay gives them.
+
+        Open loop, detailed: every completed request at its recorded start (relative to the
+        first) with its input and output lengths. Summary only: ``completed`` requests at the
+        mean lengths, arriving at ``request_rate`` by a gamma process of shape ``burstiness``
         drawn with ``seed`` (all at 0 for an infinite rate).
 
-        Raises
-        ------
-        BenchFormatError
-            A summary-only file with ``max_concurrency`` set: the client's closed loop is not
-            an arrival process, and only recorded start times can replay it.
+        Closed loop (``max_concurrency`` set): the same requests in the order they were sent
+        (by recorded start, when detailed), each arriving when the client's pacing let it
+        queue for a slot: at ``request_rate`` as above (all at 0 for an infinite rate) — the
+        recorded starts are when a slot freed, an outcome of the server's latency, not an input.
+        Replay them with :meth:`workload`.
         """
-        if self.per_request is not None:
+        if self.per_request is not None and not self.closed_loop:
             frame = self.per_request
             return [
                 Request(int(i), float(t), int(p), int(o))
@@ -132,13 +142,7 @@ class BenchResult:
                     frame.request_id, frame.start_s, frame.prompt_tokens, frame.output_tokens, strict=True
                 )
             ]
-        if self.max_concurrency is not None:
-            raise BenchFormatError(
-                f"{self.source}: max_concurrency={self.max_concurrency} without per-request start_times "
-                "cannot be replayed (the client's closed loop is not an arrival process); rerun the "
-                "benchmark with --save-detailed"
-            )
-        n = self.completed
+        n = self.completed if self.per_request is None else len(self.per_request)
         if math.isinf(self.request_rate_per_s):
             times = np.zeros(n)
         else:
@@ -146,9 +150,28 @@ class BenchResult:
             theta = 1.0 / (self.request_rate_per_s * self.burstiness)
             gaps = rng.gamma(shape=self.burstiness, scale=theta, size=n)
             times = np.concatenate([[0.0], np.cumsum(gaps[:-1])]) if n else gaps
+        if self.per_request is not None:  # a closed loop's requests, in the order they were sent
+            frame = self.per_request.sort_values("start_s", kind="stable")
+            return [
+                Request(int(i), float(t), int(p), int(o))
+                for i, t, p, o in zip(frame.request_id, times, frame.prompt_tokens, frame.output_tokens, strict=True)
+            ]
         prompt = max(1, round(self.mean_input_tokens))
         output = max(1, round(self.mean_output_tokens))
         return [Request(i, float(t), prompt, output) for i, t in enumerate(times)]
+
+    def workload(self, *, seed: int = 0, think_time_s: float = 0.0) -> list[Request] | ClosedLoopClients:
+        """What to give :func:`budgetlab.simulate` to replay the benchmark: the open loop's
+        :meth:`requests`, or for a closed loop :class:`~budgetlab.ClosedLoopClients` of
+        ``max_concurrency`` clients sending them in order (paced at ``request_rate`` when it is
+        finite, as ``vllm bench serve`` paces them before they wait for a slot), each
+        ``think_time_s`` after its last request finished in the engine [s] (the client's time
+        outside the engine's steps: 0 by default)."""
+        requests = self.requests(seed=seed)
+        if self.max_concurrency is None:
+            return requests
+        paced = not math.isinf(self.request_rate_per_s)
+        return ClosedLoopClients(self.max_concurrency, requests, think_time_s=think_time_s, paced=paced)
 
 
 def _where(source: str, key: str) -> str:
@@ -344,13 +367,10 @@ def read_vllm_bench(source: str | os.PathLike[str] | Mapping[str, Any]) -> Bench
         raise BenchFormatError(
             f"{_where(where, 'max_concurrency')}: expected a positive int or null, got {concurrency!r}"
         )
-    if concurrency is not None:
+    if concurrency is not None and concurrency > MAX_REQUESTS.value:
         raise BenchFormatError(
-            f"{_where(where, 'max_concurrency')}: {concurrency}: a closed-loop benchmark (vllm bench serve "
-            "--max-concurrency) is not supported yet. Its client sends a request only when one of its "
-            f"{concurrency} slots frees up, so its send times depend on the server's latency; replaying them "
-            "as open-loop arrivals would calibrate against a different workload. Closed-loop replay is "
-            "planned; until then, benchmark with --request-rate and no --max-concurrency"
+            f"{_where(where, 'max_concurrency')}: {concurrency!r} is above {MAX_REQUESTS.value:,} "
+            f"{MAX_REQUESTS.unit} ({MAX_REQUESTS.why})"
         )
     detailed = all(key in data for key in _DETAILED)
     partial = [key for key in _DETAILED if key in data]
@@ -385,6 +405,7 @@ def bench_from_simulation(
     start_offset_s: float = 1000.0,
     jitter_fraction: float = 0.0,
     seed: int = 0,
+    max_concurrency: int | None = None,
 ) -> dict[str, Any]:
     """A simulated run in ``vllm bench serve --save-result --save-detailed`` format.
 
@@ -407,6 +428,10 @@ def bench_from_simulation(
         finite uncertainty as a real one does [-]. 0 writes the simulation exactly.
     seed : int
         Seed of the noise.
+    max_concurrency : int, optional
+        The client's cap to record (``--max-concurrency``): give it for a run of
+        :class:`~budgetlab.ClosedLoopClients` (their ``concurrency``), so the file replays as
+        their closed loop; ``None`` (default) records an open-loop run.
     """
     noise = number_in(
         "jitter_fraction", jitter_fraction, low=0.0, high=1.0, high_open=True, what="a fraction in [0, 1)"
@@ -464,7 +489,7 @@ def bench_from_simulation(
         "num_prompts": len(client),
         "request_rate": request_rate_per_s,
         "burstiness": 1.0,
-        "max_concurrency": None,
+        "max_concurrency": max_concurrency,
         "duration": span,
         "completed": len(client),
         "failed": 0,

@@ -1,7 +1,8 @@
 """Fit the step cost and the serving overhead to a real ``vllm bench serve`` run, then predict.
 
-:func:`calibrate_serving` replays a benchmark's workload (:meth:`BenchResult.requests
-<budgetlab.serving.bench.BenchResult.requests>`) through :func:`budgetlab.simulate` and fits
+:func:`calibrate_serving` replays a benchmark's workload (:meth:`BenchResult.workload
+<budgetlab.serving.bench.BenchResult.workload>`: its requests, or for ``--max-concurrency`` the
+closed loop of clients sending them) through :func:`budgetlab.simulate` and fits
 chosen parameters — by default the cost model's per-step CPU time (``step_overhead_s``) and the
 per-request serving time (``request_overhead_s``, :class:`~budgetlab.serving.ServingOverhead`)
 — so the simulated TTFT and time per output token match the measured ones. It is bounded least
@@ -48,6 +49,7 @@ from budgetlab.serving.overhead import ServingOverhead, client_metrics, client_r
 from budgetlab.simulator import simulate
 from budgetlab.specs import EngineConfig, Request
 from budgetlab.text import fmt_latency
+from budgetlab.workload.closed_loop import ClosedLoopClients
 
 __all__ = [
     "SERVING_FITTABLE",
@@ -175,8 +177,9 @@ class ServingCalibration:
     comparison : pandas.DataFrame
         ``metric``, ``measured_s``, ``simulated_s``, ``relative_error`` for the client summary
         of every request (means, medians, p99).
-    requests : list of Request
-        The replayed workload.
+    workload : list of Request, or ClosedLoopClients
+        The replayed workload (:meth:`BenchResult.workload`); a closed loop's clients send each
+        request the fitted ``request_overhead_s`` after their last one finished in the engine.
     """
 
     cost: CalibratedCost
@@ -186,16 +189,28 @@ class ServingCalibration:
     train_errors: dict[str, float]
     holdout_errors: dict[str, float]
     comparison: pd.DataFrame
-    requests: Sequence[Request] = dataclasses.field(repr=False)
+    workload: Sequence[Request] | ClosedLoopClients = dataclasses.field(repr=False)
+
+    @property
+    def requests(self) -> Sequence[Request]:
+        """The replayed requests (a closed loop's, in the order its clients send them)."""
+        workload = self.workload
+        return workload.requests if isinstance(workload, ClosedLoopClients) else workload
 
     def predict(
-        self, *, engine: EngineConfig | None = None, requests: Sequence[Request] | None = None
+        self, *, engine: EngineConfig | None = None, requests: Sequence[Request] | ClosedLoopClients | None = None
     ) -> ServingPrediction:
         """Client metrics (:func:`~budgetlab.serving.client_metrics`) of the fitted model on
-        ``engine`` (default: the benchmark's) and ``requests`` (default: the replayed ones), as
-        a :class:`ServingPrediction` (``.to_dict()`` gives the plain dict)."""
+        ``engine`` (default: the benchmark's) and ``requests`` (default: the replayed workload,
+        a closed loop's clients sending again the fitted overhead after each finish), as a
+        :class:`ServingPrediction` (``.to_dict()`` gives the plain dict)."""
         used = engine or self.engine
-        run = simulate(list(requests or self.requests), engine=used, cost=self.cost)
+        workload = requests if requests is not None else self.workload
+        if isinstance(workload, ClosedLoopClients):
+            workload = dataclasses.replace(workload, think_time_s=self.overhead.request_overhead_s)
+        else:
+            workload = list(workload)
+        run = simulate(workload, engine=used, cost=self.cost)
         metrics = client_metrics(client_requests(run, self.overhead))
         return ServingPrediction(
             **metrics, max_num_batched_tokens=used.max_num_batched_tokens, max_num_seqs=used.max_num_seqs
@@ -406,7 +421,10 @@ def calibrate_serving(
         "holdout_fraction", holdout_fraction, low=0.0, high=1.0, high_open=True, what="a fraction in [0, 1)"
     )
     rng = np.random.default_rng(random_seed("seed", seed))
-    requests = result.requests(seed=seed)
+    workload = result.workload(seed=seed)
+    # a closed loop's clients send again once the response is theirs: the per-request overhead
+    # delays the next send too, so every value of it is a new run
+    closed = isinstance(workload, ClosedLoopClients)
     start_overhead = overhead or ServingOverhead()
     measured = result.per_request
     if measured is not None:
@@ -432,7 +450,7 @@ def calibrate_serving(
         )
 
     cache: dict[bytes, tuple[pd.DataFrame, np.ndarray, np.ndarray]] = {}
-    cheap = np.array([n == "request_overhead_s" for n in names])
+    cheap = np.array([n == "request_overhead_s" and not closed for n in names])
 
     def engine_side(x: np.ndarray) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
         """The simulation at ``x`` without the per-request overhead (which needs no new run),
@@ -440,7 +458,15 @@ def calibrate_serving(
         key = np.asarray(x, dtype=float)[~cheap].tobytes()
         if key not in cache:
             lag_only = dataclasses.replace(start_overhead, request_overhead_s=0.0)  # the output lag needs the steps
-            run = simulate(requests, engine=engine, cost=build(x)[0])
+            x_cost, x_overhead = build(x)
+            if isinstance(workload, ClosedLoopClients):
+                run = simulate(
+                    dataclasses.replace(workload, think_time_s=x_overhead.request_overhead_s),
+                    engine=engine,
+                    cost=x_cost,
+                )
+            else:
+                run = simulate(workload, engine=engine, cost=x_cost)
             frame = client_requests(run, lag_only).set_index("request_id")
             rows = frame.loc[train.request_id.to_numpy()] if measured is not None else frame
             cache[key] = (frame, rows.ttft_s.to_numpy(), rows.tpot_s.to_numpy())
@@ -526,7 +552,7 @@ def calibrate_serving(
         train_errors=train_errors,
         holdout_errors=holdout_errors,
         comparison=comparison,
-        requests=requests,
+        workload=workload,
     )
 
 

@@ -212,7 +212,7 @@ from budgetlab.catalog import resolve_hardware, resolve_model
 from budgetlab.cost import CostModel, hardware_of, model_of
 from budgetlab.cost.named import check_cost, make_cost
 from budgetlab.display import html_table, one_line
-from budgetlab.errors import ParameterError
+from budgetlab.errors import ConfigError, ParameterError
 from budgetlab.simulator.inputs import (
     check_cost_matches_engine,
     check_requests_fit,
@@ -227,6 +227,7 @@ from budgetlab.simulator.steplog import StepLog
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
 from budgetlab.text import fmt_duration, fmt_int, fmt_latency, fmt_percent
 from budgetlab.workload.acceptance import AcceptanceModel
+from budgetlab.workload.closed_loop import ClosedLoopClients
 
 __all__ = [
     "simulate",
@@ -249,7 +250,7 @@ REQUEST_COLUMNS = RESULT_COLUMNS
 
 
 def simulate(
-    requests: Iterable[Request] | pd.DataFrame,
+    requests: Iterable[Request] | pd.DataFrame | ClosedLoopClients,
     *,
     engine: EngineConfig,
     cost: CostModel | str,
@@ -263,11 +264,14 @@ def simulate(
 
     Parameters
     ----------
-    requests : iterable of Request, or pandas.DataFrame
+    requests : iterable of Request, pandas.DataFrame, or ClosedLoopClients
         The workload. A DataFrame needs the columns ``request_id``, ``arrival_at_s``,
         ``prompt_tokens`` and ``output_tokens``, and may have ``priority`` (integers, 0 when
         absent; read by ``scheduling_policy="priority"`` only). Any order: requests are sorted stably by
         arrival (equal arrivals keep their input order). Ids must be unique.
+        :class:`~budgetlab.ClosedLoopClients` sends its requests as its clients free up
+        (``vllm bench serve --max-concurrency``); the result's ``arrival_at_s`` is when each
+        was sent (compiled core only: ``mode="fast"``, one KV-cache group, no speculation).
     engine : EngineConfig
         Scheduling knobs (budget, ``max_num_seqs``, block size, KV pool, threshold, step order
         ``policy``, ``scheduling_policy``).
@@ -347,7 +351,7 @@ def simulate(
 
 
 def simulate_with(
-    requests: Iterable[Request] | pd.DataFrame,
+    requests: Iterable[Request] | pd.DataFrame | ClosedLoopClients,
     *,
     engine: EngineConfig,
     cost: CostModel | str,
@@ -360,16 +364,34 @@ def simulate_with(
     """:func:`simulate` with every run option explicit (:class:`RunOptions`; for tests and
     benchmarks that force a code path)."""
     deployment = resolve_deployment(engine, cost, hardware, model)
-    table = request_table(requests)
+    clients = requests if isinstance(requests, ClosedLoopClients) else None
+    table = request_table(clients.requests if clients is not None else requests)
     engine, cost, num_blocks, groups = deployment
     if options.check_requests_fit:
         check_requests_fit(table, engine, num_blocks, groups)
+    if clients is not None:
+        from budgetlab.simulator.closed_loop import simulate_clients
+
+        _check_closed_loop(deployment, options, acceptance)
+        return simulate_clients(clients, table, deployment)
     record = run(
         table, engine, cost, num_blocks, groups, options, acceptance=acceptance, acceptance_seed=acceptance_seed
     )
     return SimResult(
         engine=engine, num_kv_blocks=num_blocks, mode=options.mode, time_origin_s=record.time_origin_s, _record=record
     )
+
+
+def _check_closed_loop(deployment: Deployment, options: RunOptions, acceptance: AcceptanceModel | None) -> None:
+    """Closed-loop clients run on the compiled core (fed each request as it is sent)."""
+    from budgetlab.simulator.compiled import core_schedules
+
+    if options.mode != "fast" or acceptance is not None or not core_schedules(deployment.engine, deployment.kv_groups):
+        raise ConfigError(
+            "closed-loop clients run on the compiled engine core (mode='fast'), which does not schedule "
+            "several KV-cache groups (sliding-window, chunked-local or Mamba layers) or speculative decoding "
+            "yet: simulate their requests with arrival times instead"
+        )
 
 
 class Deployment(NamedTuple):

@@ -13,6 +13,9 @@ Reading guide, one concept per module:
 * :mod:`~budgetlab.workload.sharing` -- workloads that share tokens (``Request.prefix_id`` /
   ``prefix_tokens``): :func:`system_prompt_workload`, :func:`multi_turn_workload` and their
   sweepable :class:`SystemPromptWorkload` and :class:`MultiTurnWorkload`;
+* :mod:`~budgetlab.workload.closed_loop` -- :class:`ClosedLoopClients`: a fixed number of
+  clients, each sending the next request when its last one finished (``vllm bench serve
+  --max-concurrency``);
 * :mod:`~budgetlab.workload.traces` -- :func:`load_trace` (every cell checked, whole columns at
   once; optional :data:`PREFIX_COLUMNS`) and :class:`TraceWorkload`; the cell-by-cell reader
   that names the first bad cell is :mod:`~budgetlab.workload.trace_cells`;
@@ -60,6 +63,7 @@ from budgetlab.workload.acceptance import (
     with_accepted_drafts,
 )
 from budgetlab.workload.arrivals import ARRIVAL_KINDS, ArrivalKind, gamma_arrivals, poisson_arrivals
+from budgetlab.workload.closed_loop import ClosedLoopClients
 from budgetlab.workload.frames import (
     PREFIX_ID_COLUMN,
     PREFIX_TOKENS_COLUMN,
@@ -132,6 +136,8 @@ __all__ = [
     "DEFAULT_THINK_TIME_S",
     "DEFAULT_MAX_MODEL_LEN_TOKENS",
     "DEFAULT_NUM_CONVERSATIONS",
+    # closed-loop clients
+    "ClosedLoopClients",
     # traces, and requests as tables
     "load_trace",
     "TraceWorkload",
