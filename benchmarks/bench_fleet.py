@@ -28,7 +28,7 @@ from budgetlab import EngineConfig, simulate, simulate_fleet
 from bench_simulator import TRACE, h100_llama8b, workload
 
 TARGET_RATIO = 10.0
-ROUTERS = ("round_robin", "least_loaded", "session")
+ROUTERS = ("round_robin", "least_loaded", "session", "prefix_aware")
 
 
 def _timed(call):

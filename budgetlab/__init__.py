@@ -102,7 +102,7 @@ from budgetlab.experiments.speculation import (
 )
 from budgetlab.experiments.sweep import load_grid, percentiles_by_budget, service_rate_per_s, sweep
 from budgetlab.experiments.tune import FirstGuess, TuneResult, budget_frontier, first_guess, tile_budget, tune
-from budgetlab.fleet import FleetResult, LeastLoaded, RoundRobin, SessionAffinity, simulate_fleet
+from budgetlab.fleet import FleetResult, LeastLoaded, PrefixAware, RoundRobin, SessionAffinity, simulate_fleet
 from budgetlab.hf_config import model_from_hf_config
 from budgetlab.memory import (
     KVCapacity,
@@ -255,6 +255,7 @@ __all__ = [
     "ClosedLoopClients",
     "FleetResult",
     "LeastLoaded",
+    "PrefixAware",
     "RoundRobin",
     "SessionAffinity",
     "SLO",

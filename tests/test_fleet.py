@@ -25,13 +25,16 @@ from budgetlab import (
     FleetResult,
     IdealCost,
     LeastLoaded,
+    PrefixAware,
     Request,
     hardware,
     model,
+    multi_turn_workload,
     simulate,
     simulate_fleet,
 )
 from budgetlab.errors import ConfigError
+from budgetlab.fleet import ReplicaLoad, RoutedRequest
 
 from sim_modes import assert_same
 
@@ -264,3 +267,62 @@ def test_any_routing_gives_each_replica_its_share_simulated_alone(scenario, repl
             assert result is None
             continue
         assert_same(simulate(share, engine=eng, cost=cost), result)
+
+
+# --------------------------------------------------------------------------------------------
+# The vLLM router's cache-aware policy, by hand (cache_threshold 0.3, imbalance when max − min
+# > 2 and max > 1.5 × min): a conversation's second turn shares 60 of its 100 prompt tokens
+# with the first, so it follows it; a turn sharing 20 of 100 (20 %) goes to the least loaded;
+# with loads 5 and 1 (imbalanced) even a full match goes to the least loaded.
+# --------------------------------------------------------------------------------------------
+
+
+def _routed(rid, session, prompt, shared):
+    return RoutedRequest(rid, 0.0, prompt, 10, 0, session, shared)
+
+
+def _loads(*in_flight):
+    return [ReplicaLoad(0, n, 0.0, n) for n in in_flight]
+
+
+def test_prefix_aware_by_hand():
+    router = PrefixAware(cache_threshold=0.3, balance_abs_threshold=2, balance_rel_threshold=1.5)
+    router.reset(2)
+    assert router.choose(_routed("a1", "a", 100, 80), _loads(1, 0), 0.0) == 1  # no match: least loaded
+    assert router.choose(_routed("a2", "a", 100, 60), _loads(1, 2), 0.0) == 1  # 60 % shared: follows a1
+    assert router.choose(_routed("a3", "a", 100, 20), _loads(1, 2), 0.0) == 0  # 20 %: least loaded
+    # replica 1 holds 80 tokens of "a" (a1's prompt prefix), replica 0 holds 20: the longest wins
+    assert router.choose(_routed("a4", "a", 200, 100), _loads(0, 1), 0.0) == 1  # 80 / 200 = 40 %
+    assert router.choose(_routed("a5", "a", 100, 100), _loads(5, 1), 0.0) == 1  # imbalanced: least
+    assert router.choose(_routed("a6", "a", 100, 100), _loads(1, 5), 0.0) == 0  # imbalanced: least
+    assert router.choose(_routed("x", None, 100, 0), _loads(3, 3), 0.0) == 0  # no session, tie: first
+    # equally long matches: the replica sent the session last (a6 went to 0, with 100 tokens;
+    # replica 1 has 100 from a5)
+    assert router.choose(_routed("a7", "a", 100, 100), _loads(1, 1), 0.0) == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"cache_threshold": 1.5}, "cache_threshold must be a fraction"),
+        ({"balance_abs_threshold": -1}, "balance_abs_threshold must be an int >= 0"),
+        ({"balance_abs_threshold": 2.5}, "balance_abs_threshold must be an int >= 0"),
+        ({"balance_rel_threshold": 0.5}, "balance_rel_threshold must be a finite number >= 1"),
+    ],
+)
+def test_prefix_aware_refuses_bad_thresholds(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        PrefixAware(**kwargs)
+
+
+def test_prefix_aware_keeps_conversations_where_their_prefix_is_cached():
+    requests = multi_turn_workload(
+        num_conversations=40, conversation_rate_per_s=4.0, turns=6, message=200, output=100, think_time_s=2.0, seed=3
+    )
+    engine = EngineConfig(max_num_batched_tokens=1024, max_num_seqs=32)
+    runs = {
+        router: simulate_fleet(requests, replicas=4, engine=engine, cost=IDEAL, router=router).summary()
+        for router in ("round_robin", "prefix_aware")
+    }
+    print({router: round(summary["prefix_hit_rate"], 3) for router, summary in runs.items()})
+    assert runs["prefix_aware"]["prefix_hit_rate"] > runs["round_robin"]["prefix_hit_rate"] + 0.1

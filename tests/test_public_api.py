@@ -103,6 +103,7 @@ PUBLIC_NAMES = (
     "ClosedLoopClients",
     "FleetResult",
     "LeastLoaded",
+    "PrefixAware",
     "RoundRobin",
     "SessionAffinity",
     "SLO",

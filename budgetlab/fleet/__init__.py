@@ -1,6 +1,7 @@
 """Fleets: replicas of an engine behind a router (:func:`simulate_fleet`).
 
-Modules: :mod:`.routers` (round robin, vLLM's data-parallel load balancer, session affinity, a callable)
+Modules: :mod:`.routers` (round robin, vLLM's data-parallel load balancer, session affinity, the vLLM
+router's cache-aware policy, a callable)
 and :mod:`.simulate` (the fleet's run and :class:`FleetResult`).
 """
 
@@ -8,6 +9,7 @@ from budgetlab.fleet.routers import (
     DEFAULT_STATS_INTERVAL_S,
     ROUTERS,
     LeastLoaded,
+    PrefixAware,
     RoundRobin,
     RoutedRequest,
     Router,
@@ -25,6 +27,7 @@ __all__ = [
     "RoundRobin",
     "LeastLoaded",
     "SessionAffinity",
+    "PrefixAware",
     "ROUTERS",
     "DEFAULT_STATS_INTERVAL_S",
 ]

@@ -17,6 +17,19 @@ and the replicas' loads (:class:`~budgetlab.simulator.streamed.ReplicaLoad`) as 
 * :class:`SessionAffinity` — every request of a session (``Request.prefix_id``: the
   conversation whose history it shares) goes where the session's first request went; first
   requests, and requests with no session, go round robin.
+* :class:`PrefixAware` — the vLLM router's (``vllm-project/router``, ``src/policies/cache_aware.rs``,
+  ``CacheAwarePolicy``; SGLang's gateway has the same policy) cache-aware routing: when the
+  replicas' loads (the requests it sent each and not finished) are imbalanced — ``max − min >
+  balance_abs_threshold`` and ``max > min × balance_rel_threshold`` — the least loaded;
+  otherwise the replica whose past prompts share the longest prefix with this one, if that
+  prefix is more than ``cache_threshold`` of the prompt, else the least loaded (the first, on
+  ties). Each request's prompt is then remembered for the replica chosen. The router's
+  approximate tree holds request text; here a request's text is its tokens, and two prompts
+  share ``min(prefix_tokens)`` of one ``prefix_id`` (capped at each prompt: the tree holds
+  prompts, not outputs). Defaults are the ``vllm-router`` command line's (``src/main.rs``:
+  0.3, 64, 1.5; the library's ``CacheAwareConfig::default`` has 0.5, 32, 1.1). Not modelled:
+  the tree's LRU eviction (every 120 s, beyond 2^26 characters per replica); a tie between
+  replicas with equally long matches goes to the one sent that prefix last.
 * any callable ``router(request, loads, time_s) -> int``: :class:`RoutedRequest` and the live
   loads (the replicas' counts after their last step started before ``time_s``).
 
@@ -37,6 +50,7 @@ __all__ = [
     "RoundRobin",
     "LeastLoaded",
     "SessionAffinity",
+    "PrefixAware",
     "ROUTERS",
     "make_router",
     "DEFAULT_STATS_INTERVAL_S",
@@ -50,7 +64,8 @@ DEFAULT_STATS_INTERVAL_S = 0.1
 @dataclass(frozen=True)
 class RoutedRequest:
     """What a router knows of a request: its id, arrival [s, the input's clock], prompt and
-    output lengths [tokens], priority and session (``prefix_id``; ``None``: none)."""
+    output lengths [tokens], priority, session (``prefix_id``; ``None``: none) and the tokens it
+    shares with the session's stream (``prefix_tokens``) [tokens]."""
 
     request_id: Hashable
     arrival_at_s: float
@@ -58,6 +73,7 @@ class RoutedRequest:
     output_tokens: int
     priority: int
     session: Hashable | None
+    prefix_tokens: int = 0
 
 
 class Router(Protocol):
@@ -169,6 +185,62 @@ class SessionAffinity:
 
 
 @dataclass
+class PrefixAware:
+    """The vLLM router's cache-aware policy (module docstring): ``cache_threshold`` is the
+    fraction of a prompt a replica's past prompts must share for the request to follow them,
+    in [0, 1]; ``balance_abs_threshold`` [requests] and ``balance_rel_threshold`` [-] say when
+    the loads are imbalanced enough to send to the least loaded instead."""
+
+    cache_threshold: float = 0.3
+    balance_abs_threshold: int = 64
+    balance_rel_threshold: float = 1.5
+    stats_interval_s: float | None = field(default=None, init=False)
+    reads_loads: bool = field(default=True, init=False)
+    #: per session: each replica's longest prompt prefix of it sent there [tokens], the replicas
+    #: in the order they were last sent it
+    _shared: dict[Hashable, dict[int, int]] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.cache_threshold <= 1.0:
+            raise ValueError(f"cache_threshold must be a fraction in [0, 1], got {self.cache_threshold!r}")
+        if isinstance(self.balance_abs_threshold, bool) or not (
+            isinstance(self.balance_abs_threshold, int) and self.balance_abs_threshold >= 0
+        ):
+            raise ValueError(
+                f"balance_abs_threshold must be an int >= 0 [requests], got {self.balance_abs_threshold!r}"
+            )
+        if not 1.0 <= self.balance_rel_threshold < float("inf"):
+            raise ValueError(f"balance_rel_threshold must be a finite number >= 1, got {self.balance_rel_threshold!r}")
+
+    def reset(self, num_replicas: int) -> None:
+        self._shared = {}
+
+    def on_stats(self, loads: Sequence[ReplicaLoad]) -> None:
+        pass
+
+    def choose(self, request: RoutedRequest, loads: Sequence[ReplicaLoad] | None, time_s: float) -> int:
+        assert loads is not None
+        in_flight = [load.num_in_flight for load in loads]
+        least = in_flight.index(min(in_flight))
+        most, fewest = max(in_flight), min(in_flight)
+        shared = min(request.prefix_tokens, request.prompt_tokens) if request.session is not None else 0
+        sent = self._shared.setdefault(request.session, {}) if request.session is not None else None
+        chosen = least
+        if not (most - fewest > self.balance_abs_threshold and most > fewest * self.balance_rel_threshold):
+            # the longest match: the last replica (in the order they were sent the session) of the longest
+            match, tenant = 0, least
+            for replica, length in (sent or {}).items():
+                if min(length, shared) >= match:
+                    match, tenant = min(length, shared), replica
+            if match / request.prompt_tokens > self.cache_threshold:
+                chosen = tenant
+        if sent is not None:  # remembered for the replica chosen, most recent last
+            length = max(sent.pop(chosen, 0), shared)
+            sent[chosen] = length
+        return chosen
+
+
+@dataclass
 class _CallableRouter:
     """A user's ``router(request, loads, time_s) -> int`` over the live loads."""
 
@@ -192,6 +264,7 @@ ROUTERS: dict[str, Callable[[], Router]] = {
     "round_robin": RoundRobin,
     "least_loaded": LeastLoaded,
     "session": SessionAffinity,
+    "prefix_aware": PrefixAware,
 }
 
 

@@ -112,7 +112,8 @@ def simulate_fleet(
         Number of replicas, >= 1.
     router : str, Router or callable
         ``"round_robin"`` (default), ``"least_loaded"`` (vLLM 0.33's data-parallel balancer),
-        ``"session"`` (a session's requests to one replica), a :class:`~.routers.Router`
+        ``"session"`` (a session's requests to one replica), ``"prefix_aware"`` (the vLLM
+        router's cache-aware policy), a :class:`~.routers.Router`
         (e.g. ``LeastLoaded(stats_interval_s=0.5)``), or ``router(request, loads, time_s) ->
         int`` over :class:`~.routers.RoutedRequest` and the replicas' live
         :class:`~budgetlab.simulator.streamed.ReplicaLoad` (:mod:`budgetlab.fleet.routers`).
@@ -235,6 +236,7 @@ class _RouterDispatch:
             output_tokens=int(table.output_tokens[row]),
             priority=int(table.priority[row]),
             session=table.prefix_id[row],
+            prefix_tokens=int(table.prefix_tokens[row]),
         )
         pick = self._policy.choose(request, loads, time_s)
         if not isinstance(pick, int | np.integer) or not 0 <= pick < len(self._fleet):
