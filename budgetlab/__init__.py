@@ -93,6 +93,7 @@ from budgetlab.experiments.capacity import (
     why_no_capacity,
 )
 from budgetlab.experiments.executors import SerialExecutor
+from budgetlab.experiments.replicas import ReplicaPlan, plan_replicas
 from budgetlab.experiments.slo import SLO
 from budgetlab.experiments.speculation import (
     SpeculationResult,
@@ -252,6 +253,8 @@ __all__ = [
     "SimResult",
     "simulate",
     "simulate_fleet",
+    "plan_replicas",
+    "ReplicaPlan",
     "ClosedLoopClients",
     "FleetResult",
     "LeastLoaded",

@@ -100,6 +100,8 @@ PUBLIC_NAMES = (
     "SimResult",
     "simulate",
     "simulate_fleet",
+    "plan_replicas",
+    "ReplicaPlan",
     "ClosedLoopClients",
     "FleetResult",
     "LeastLoaded",
