@@ -70,6 +70,18 @@ SMALL: dict[str, dict[str, Any]] = {
         "published_num_requests_batch_one": 4,
         "published_num_requests_per_load": 40,
     },
+    "14-fleet": {
+        "num_requests_per_load": 200,
+        "plan_rate_per_s": 20.0,
+        "fleet_rates_per_s": [10.0, 30.0],
+        "routers": ["round_robin", "prefix_aware"],
+        "frontier_budgets": [512, 2048],
+        "frontier_max_num_seqs": [64],
+        "frontier_concurrency": [1, 16],
+        "router_replicas": 3,
+        "compared_routers": ["round_robin", "prefix_aware"],
+        "num_conversations": 40,
+    },
 }
 
 
@@ -314,6 +326,26 @@ def _check_13(r: dict) -> None:
     assert published["12755-mtp-qps1"]["source_url"] == "https://github.com/vllm-project/vllm/pull/12755"
 
 
+def _check_14(r: dict) -> None:
+    plan = r["plan"]
+    assert plan["num_replicas"] >= 1 and plan["rate_per_s"] == 20.0 and plan["cost"] == "typical"
+    checked = {row["num_replicas"]: row["meets"] for row in r["plan_checked"]}
+    assert checked[plan["num_replicas"]] and checked.get(plan["num_replicas"] - 1, False) is False
+    assert plan["fewer_violations"] or plan["num_replicas"] == 1
+    assert plan["max_num_queued_tokens"] > 0 and plan["max_num_queued_reqs"] > plan["max_num_seqs"]
+    by_load = {(row["rate_per_s"], row["router"]): row["num_replicas"] for row in r["replicas_by_load"]}
+    for router in ("round_robin", "prefix_aware"):
+        assert by_load[(30.0, router)] >= by_load[(10.0, router)] >= 1
+    frontier = r["frontier"]
+    assert len(frontier) == 4 and any(row["on_front"] for row in frontier)
+    assert all(row["meets_slo"] for row in frontier if row["on_front"])
+    one = [row for row in frontier if row["concurrency"] == 1]
+    many = [row for row in frontier if row["concurrency"] == 16]
+    assert min(row["tokens_per_s_per_gpu"] for row in many) > max(row["tokens_per_s_per_gpu"] for row in one)
+    hits = {row["router"]: row["prefix_hit_rate"] for row in r["routers"]}
+    assert hits["prefix_aware"] > hits["round_robin"]
+
+
 def _check_09(r: dict) -> None:
     assert r["max_num_seqs"] == 256 and r["slot_bound_max_num_seqs"] == 8
     shared = r["workload"]["shared_prefix_fraction"]
@@ -386,6 +418,7 @@ CHECKS: dict[str, tuple[set[str], Callable[[dict], None]]] = {
         {"prefill_room", "by_load", "stops_paying_per_s", "tuned_k", "capacity_by_k", "published", "load_trends"},
         _check_13,
     ),
+    "14-fleet": ({"plan", "plan_checked", "replicas_by_load", "frontier", "routers"}, _check_14),
 }
 
 
@@ -484,6 +517,7 @@ NEW_NOTEBOOK_BAD_PARAMETERS = [
         {"speculative_method": "draft_model"},
         "parameter `speculative_method` must be one of eagle3, eagle, mtp, ngram",
     ),
+    ("14-fleet", {"routers": ["round_robin", "nearest"]}, "parameter `routers` must be one of round_robin"),
 ]
 
 
@@ -497,6 +531,7 @@ NEW_NOTEBOOK_BAD_PARAMETERS = [
         "11-dense-moe-model",
         "12-repeated-model",
         "13-draft-model-method",
+        "14-unknown-router",
     ],
 )
 def test_bad_parameter_stops_the_new_notebooks_at_validation(notebook, parameters, message, tmp_path: Path):

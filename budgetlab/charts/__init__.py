@@ -39,7 +39,8 @@ Modules: :mod:`~budgetlab.charts.style` (palette, sizes, axes), :mod:`~budgetlab
 :mod:`~budgetlab.charts.load` (07, 08), :mod:`~budgetlab.charts.caching` (09),
 :mod:`~budgetlab.charts.validation` (10), :mod:`~budgetlab.charts.multigpu` (11),
 :mod:`~budgetlab.charts.attention_kinds` (12), :mod:`~budgetlab.charts.speculation` (13; imported
-as a module, ``from budgetlab.charts import speculation``), :mod:`~budgetlab.charts.tables` (every table).
+as a module, ``from budgetlab.charts import speculation``), :mod:`~budgetlab.charts.fleet` (14, the
+same way), :mod:`~budgetlab.charts.tables` (every table).
 """
 
 from __future__ import annotations

@@ -41,9 +41,9 @@ from budgetlab.experiments.tune import TuneResult, tune
 from budgetlab.fleet import FleetResult, simulate_fleet
 from budgetlab.fleet.routers import Router, make_router
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
-from budgetlab.workload import SweepWorkload, TraceWorkload, check_workload, workload_requests
+from budgetlab.workload import ClosedLoopClients, SweepWorkload, TraceWorkload, check_workload, workload_requests
 
-__all__ = ["plan_replicas", "ReplicaPlan", "MAX_PLANNED_REPLICAS", "queue_caps"]
+__all__ = ["plan_replicas", "ReplicaPlan", "MAX_PLANNED_REPLICAS", "queue_caps", "replicas_by_load", "compare_routers"]
 
 #: The most replicas a plan searches [count]: a fleet's every simulation is the whole workload.
 MAX_PLANNED_REPLICAS = 1024
@@ -84,6 +84,9 @@ class ReplicaPlan:
         SLO has no TTFT limit to size them by.
     tuned : TuneResult or None
         The tuner's recommendation for one replica (``None`` when the engine was given).
+    first_guess : int
+        Where the search started: the load over the tuned replica's capacity, rounded up (1
+        without the tuner) [count].
     """
 
     num_replicas: int
@@ -99,6 +102,13 @@ class ReplicaPlan:
     max_num_queued_reqs: int | None
     max_num_queued_tokens: int | None
     tuned: TuneResult | None = field(default=None, repr=False)
+    first_guess: int = 1
+
+    @property
+    def num_fewer(self) -> int:
+        """One replica fewer than the plan: the fleet size that breaks the SLO [count] (0 when
+        one replica suffices)."""
+        return self.num_replicas - 1
 
     @property
     def rate_per_replica_s(self) -> float:
@@ -316,6 +326,7 @@ def plan_replicas(
         max_num_queued_reqs=reqs,
         max_num_queued_tokens=tokens,
         tuned=tuned,
+        first_guess=min(first, limit),
     )
 
 
@@ -374,6 +385,91 @@ def _checked(runs: dict[int, FleetResult], slo: SLO) -> pd.DataFrame:
                 "worst_metric": top,
                 "worst_ratio": ratios.get(top, math.nan),
                 **{column: summary[column] for column in _SUMMARY_COLUMNS},
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def replicas_by_load(
+    workload: SweepWorkload,
+    *,
+    rates_per_s: Sequence[float],
+    routers: Sequence[str],
+    slo: SLO,
+    hardware: str | HardwareSpec,
+    model: str | ModelSpec,
+    engine: EngineConfig,
+    cost: CostSpec = "typical",
+    max_replicas: int = MAX_PLANNED_REPLICAS,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """The replicas each router needs to meet ``slo`` at each load, every replica on ``engine``
+    (:func:`plan_replicas` with ``tune_knobs=False``; tune the engine once beforehand).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per load and router: ``rate_per_s`` [1/s], ``router``, ``num_replicas`` [count],
+        the fleet's ``ttft_p90_s``, ``itl_p90_s`` and ``e2e_p99_s`` at that size [s], and ``cost``.
+    """
+    rows = []
+    for rate in rates_per_s:
+        for router in routers:
+            plan = plan_replicas(
+                workload, rate_per_s=rate, slo=slo, hardware=hardware, model=model, cost=cost, engine=engine,
+                tune_knobs=False, router=router, max_replicas=max_replicas, seed=seed,
+            )  # fmt: skip
+            summary = plan.fleet.summary()
+            rows.append(
+                {
+                    "rate_per_s": float(rate),
+                    "router": router,
+                    "num_replicas": plan.num_replicas,
+                    **{key: float(summary[key]) for key in ("ttft_p90_s", "itl_p90_s", "e2e_p99_s")},
+                    "cost": plan.cost,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def compare_routers(
+    requests: Iterable[Request] | pd.DataFrame | ClosedLoopClients,
+    *,
+    replicas: int,
+    routers: Sequence[str],
+    hardware: str | HardwareSpec,
+    model: str | ModelSpec,
+    engine: EngineConfig,
+    cost: CostSpec = "typical",
+) -> pd.DataFrame:
+    """What the router buys: the same requests on ``replicas`` replicas behind each router.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per router: ``router``, ``ttft_p50_s``, ``ttft_p90_s``, ``itl_p90_s``,
+        ``e2e_p99_s`` [s], ``prefix_hit_rate`` (the share of prompt tokens the replicas' prefix
+        caches served) [-], ``throughput_tokens_per_s`` [1/s], ``fewest_requests`` and
+        ``most_requests`` (the least and most any replica was sent) [count], and ``cost``.
+    """
+    hw, mdl = resolve_hardware(hardware), resolve_model(model)
+    step_cost = make_cost(check_cost(cost), hw, mdl, engine=engine)
+    rows = []
+    for router in routers:
+        fleet = simulate_fleet(requests, replicas=replicas, engine=engine, cost=step_cost, router=router)
+        summary = fleet.summary()
+        shares = fleet.assignment.value_counts().reindex(range(replicas), fill_value=0)
+        rows.append(
+            {
+                "router": router,
+                **{
+                    key: float(summary[key])
+                    for key in ("ttft_p50_s", "ttft_p90_s", "itl_p90_s", "e2e_p99_s", "prefix_hit_rate")
+                },
+                "throughput_tokens_per_s": float(summary["throughput_tokens_per_s"]),
+                "fewest_requests": int(shares.min()),
+                "most_requests": int(shares.max()),
+                "cost": cost_label(cost),
             }
         )
     return pd.DataFrame(rows)

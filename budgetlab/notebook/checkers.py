@@ -45,6 +45,7 @@ __all__ = [
     "require_str",
     "require_bool",
     "require_choice",
+    "require_choice_list",
     "require_existing_file_or_empty",
     "require_trace_path",
     "require_hardware",
@@ -346,6 +347,21 @@ def require_choice(name: str, value: Any, choices: Sequence[str]) -> str:
     guess = f"did you mean {close[0]}? " if close else ""
     fix = f"{guess}{how_to_pass(name, close[0] if close else None)}"
     raise parameter_error(name, value, f"one of {', '.join(choices)}", fix)
+
+
+def require_choice_list(
+    name: str, value: Any, choices: Sequence[str], *, max_length: int = MAX_LIST_LENGTH
+) -> list[str]:
+    """A non-empty list of distinct entries of ``choices`` (each as :func:`require_choice` takes
+    it), in the order given."""
+    expected = f"a non-empty list of distinct names from {', '.join(choices)}"
+    if not _is_list(value) or not value or len(value) > max_length:
+        limit = f" with at most {max_length} entries" if _is_list(value) and value else ""
+        raise parameter_error(name, value, expected + limit, how_to_pass(name, list(choices[:2])))
+    names = [require_choice(name, item, choices) for item in value]
+    if len(set(names)) != len(names):
+        raise parameter_error(name, value, expected, how_to_pass(name, list(dict.fromkeys(names))))
+    return names
 
 
 # --------------------------------------------------------------------------------------------
