@@ -10,21 +10,13 @@ chart and table names the cost model that produced its numbers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import altair as alt
 import pandas as pd
 
-from budgetlab.charts.style import HEIGHT, PALETTE, WIDTH, _check_rows, _check_table_rows, _slim
+from budgetlab.charts.style import HEIGHT, PALETTE, WIDTH, _check_rows, _check_table_rows, _require_columns, _slim
 from budgetlab.text import fmt_int, fmt_percent
 
 __all__ = ["replicas_by_load_chart", "frontier_chart", "frontier_table", "router_comparison_table"]
-
-
-def _require(frame: pd.DataFrame, columns: Sequence[str], what: str, maker: str) -> None:
-    missing = [c for c in columns if c not in frame]
-    if missing:
-        raise ValueError(f"{what} needs the columns {', '.join(missing)}; pass the table {maker} made")
 
 
 def _cost(frame: pd.DataFrame) -> str:
@@ -33,7 +25,7 @@ def _cost(frame: pd.DataFrame) -> str:
 
 def replicas_by_load_chart(table: pd.DataFrame, *, title: str = "") -> alt.LayerChart | alt.FacetChart:
     """Replicas needed against offered load, one line per router (steps: a replica is whole)."""
-    _require(
+    _require_columns(
         table,
         ("rate_per_s", "router", "num_replicas", "ttft_p90_s", "itl_p90_s", "cost"),
         "the chart",
@@ -74,7 +66,7 @@ def frontier_chart(
     """Tokens/s per GPU against tokens/s per user, a point per configuration (colour: budget;
     filled: meets the SLO), the Pareto front joined, and the SLO's interactivity shaded (the
     region right of ``slo_tokens_per_s_per_user``, when given)."""
-    _require(
+    _require_columns(
         table,
         (
             "max_num_batched_tokens",
@@ -166,7 +158,7 @@ def frontier_chart(
 def frontier_table(table: pd.DataFrame) -> pd.DataFrame:
     """The Pareto front of :func:`~budgetlab.experiments.pareto.throughput_frontier` for
     reading, from the most interactive configuration to the most throughput per GPU."""
-    _require(
+    _require_columns(
         table,
         ("max_num_batched_tokens", "max_num_seqs", "concurrency", "num_replicas", "tokens_per_s_per_gpu",
          "tokens_per_s_per_user", "ttft_p90_s", "tpot_mean_s", "on_front", "cost"),
@@ -192,7 +184,7 @@ def frontier_table(table: pd.DataFrame) -> pd.DataFrame:
 
 def router_comparison_table(table: pd.DataFrame) -> pd.DataFrame:
     """:func:`~budgetlab.experiments.replicas.compare_routers` for reading, one row per router."""
-    _require(
+    _require_columns(
         table,
         ("router", "ttft_p50_s", "ttft_p90_s", "itl_p90_s", "prefix_hit_rate", "throughput_tokens_per_s",
          "fewest_requests", "most_requests", "cost"),

@@ -13,12 +13,10 @@ table names the cost model that produced its numbers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import altair as alt
 import pandas as pd
 
-from budgetlab.charts.style import HEIGHT, PALETTE, WIDTH, _check_rows, _check_table_rows, _slim
+from budgetlab.charts.style import HEIGHT, PALETTE, WIDTH, _check_rows, _check_table_rows, _require_columns, _slim
 from budgetlab.text import fmt_int, fmt_percent
 
 __all__ = [
@@ -30,12 +28,6 @@ __all__ = [
 ]
 
 
-def _require(frame: pd.DataFrame, columns: Sequence[str], what: str, maker: str) -> None:
-    missing = [c for c in columns if c not in frame]
-    if missing:
-        raise ValueError(f"{what} needs the columns {', '.join(missing)}; pass the table {maker} made")
-
-
 def _first(column: pd.Series) -> str:
     """A column's first value as text (the cost model a table names), ``"no rows"`` when empty."""
     return str(column.iloc[0]) if len(column) else "no rows"
@@ -43,7 +35,7 @@ def _first(column: pd.Series) -> str:
 
 def prefill_room_table(frame: pd.DataFrame) -> pd.DataFrame:
     """:func:`~budgetlab.experiments.speculation.prefill_room_by_k` for reading, one row per ``k``."""
-    _require(
+    _require_columns(
         frame,
         (
             "num_speculative_tokens",
@@ -74,7 +66,7 @@ def prefill_room_table(frame: pd.DataFrame) -> pd.DataFrame:
 def speedup_by_load_chart(table: pd.DataFrame, *, title: str = "") -> alt.LayerChart | alt.FacetChart:
     """Speed-up over ``k = 0`` (time per output token) against offered load, one line per ``k``;
     the dashed line at 1 is ``k = 0`` itself (below it, drafting is slower)."""
-    _require(
+    _require_columns(
         table,
         ("rate_per_s", "num_speculative_tokens", "speedup", "tpot_mean_s", "cost"),
         "the chart",
@@ -122,7 +114,7 @@ def speedup_by_load_chart(table: pd.DataFrame, *, title: str = "") -> alt.LayerC
 def capacity_by_k_table(table: pd.DataFrame, *, cost_model: str) -> pd.DataFrame:
     """:func:`~budgetlab.experiments.speculation.tune_speculation`'s ``table`` for reading, one
     row per ``k``; ``cost_model`` names the step cost it was simulated with."""
-    _require(
+    _require_columns(
         table,
         ("num_speculative_tokens", "status", "capacity_per_s", "gain"),
         "the capacity table",
@@ -149,7 +141,7 @@ def published_speedups_chart(frame: pd.DataFrame, *, title: str = "") -> alt.Lay
     """Predicted against published speed-up [-], one point per reproduced row, coloured by source,
     with the line of equality (above it, budgetlab predicts more than was measured) and dashed
     lines at 1 (no gain)."""
-    _require(
+    _require_columns(
         frame,
         (
             "key",
@@ -208,7 +200,7 @@ def published_speedups_chart(frame: pd.DataFrame, *, title: str = "") -> alt.Lay
 def published_speedups_table(frame: pd.DataFrame) -> pd.DataFrame:
     """:func:`~budgetlab.experiments.spec_published.predict_published`'s table for reading, one row
     per published row: the source's words, budgetlab's prediction, their ratio and direction."""
-    _require(
+    _require_columns(
         frame,
         (
             "key",

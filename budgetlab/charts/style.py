@@ -52,6 +52,13 @@ def _names(cost: object) -> dict[str, str]:
     return {"hardware": hardware.name if hardware else "", "model": model.name if model else ""}
 
 
+def _require_columns(frame: pd.DataFrame, columns: Sequence[str], what: str, maker: str) -> None:
+    """``ValueError`` naming the columns ``frame`` lacks and the function (``maker``) whose table has them."""
+    missing = [c for c in columns if c not in frame]
+    if missing:
+        raise ValueError(f"{what} needs the columns {', '.join(missing)}; pass the table {maker} made")
+
+
 def _check_table_rows(num_rows: int) -> None:
     if num_rows > MAX_TABLE_ROWS:
         raise ValueError(
