@@ -326,3 +326,23 @@ def test_prefix_aware_keeps_conversations_where_their_prefix_is_cached():
     }
     print({router: round(summary["prefix_hit_rate"], 3) for router, summary in runs.items()})
     assert runs["prefix_aware"]["prefix_hit_rate"] > runs["round_robin"]["prefix_hit_rate"] + 0.1
+
+
+def test_the_timeline_bins_each_replicas_steps():
+    requests = multi_turn_workload(
+        num_conversations=10, conversation_rate_per_s=2.0, turns=3, message=120, output=20, think_time_s=0.5, seed=1
+    )
+    engine = EngineConfig(max_num_batched_tokens=256, max_num_seqs=8, num_kv_blocks=400)
+    fleet = simulate_fleet(requests, replicas=2, engine=engine, cost=STEP, router="session")
+    timeline = fleet.timeline(bin_s=4.0)
+    assert (timeline.start_s % 4.0 == 0).all()
+    for index, result in enumerate(fleet.replicas):
+        mine = timeline[timeline.replica == index]
+        assert mine.num_steps.sum() == len(result.steps)
+        assert mine.num_cached_tokens.sum() == result.steps.num_cached_tokens.sum()
+        assert mine.num_prefill_tokens.sum() == result.steps.num_prefill_tokens.sum()
+    hits = timeline.num_cached_tokens / (timeline.num_cached_tokens + timeline.num_prefill_tokens)
+    assert timeline.prefix_hit_rate.fillna(-1).tolist() == hits.fillna(-1).tolist()
+    assert timeline.prefix_hit_rate.max() > 0  # later turns hit their history on their replica
+    with pytest.raises(ValueError, match="bin_s must be a positive number of seconds"):
+        fleet.timeline(bin_s=0)

@@ -89,6 +89,36 @@ class FleetResult:
             )
         return pd.concat(frames, ignore_index=True)
 
+    def timeline(self, bin_s: float = 1.0) -> pd.DataFrame:
+        """Each replica's load and prefix-cache hit rate over time, in bins of ``bin_s`` [s] of
+        the fleet's clock (a step counts in the bin it starts in).
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per replica and bin with a step: ``replica``, ``start_s`` (the bin's start
+            [s]), ``num_steps``, ``num_running_mean`` and ``num_waiting_mean`` (over the bin's
+            steps), ``kv_used_fraction_max``, ``num_cached_tokens`` and ``num_prefill_tokens``
+            (summed [tokens]) and ``prefix_hit_rate`` (cached over cached + computed prompt
+            tokens; NaN where the bin computed no prompt token).
+        """
+        if not (isinstance(bin_s, int | float) and 0.0 < bin_s < math.inf):
+            raise ValueError(f"bin_s must be a positive number of seconds, got {bin_s!r}")
+        load = self.load()
+        load["start_s"] = np.floor(load.start_at_s / bin_s) * bin_s
+        grouped = load.groupby(["replica", "start_s"], sort=True)
+        out = grouped.agg(
+            num_steps=("start_at_s", "size"),
+            num_running_mean=("num_running", "mean"),
+            num_waiting_mean=("num_waiting", "mean"),
+            kv_used_fraction_max=("kv_used_fraction", "max"),
+            num_cached_tokens=("num_cached_tokens", "sum"),
+            num_prefill_tokens=("num_prefill_tokens", "sum"),
+        ).reset_index()
+        prompt = out.num_cached_tokens + out.num_prefill_tokens
+        out["prefix_hit_rate"] = (out.num_cached_tokens / prompt.where(prompt > 0)).astype(float)
+        return out
+
 
 def simulate_fleet(
     requests: Iterable[Request] | pd.DataFrame | ClosedLoopClients,
