@@ -88,3 +88,17 @@ def test_bad_plans_are_refused(kwargs, error, match):
     arguments = {"rate_per_s": 10.0, "slo": SLO, "hardware": H100, "model": LLAMA8B, "engine": ENGINE}
     with pytest.raises(error, match=match):
         bl.plan_replicas(WORKLOAD, **(arguments | {"tune_knobs": False} | kwargs))
+
+
+def test_a_plan_from_a_cost_instance_and_a_list_is_checked_on_those_requests():
+    requests = bl.conversation_like(num_requests=500, rate_per_s=30.0, seed=3)
+    gpu, llm = bl.hardware(H100), bl.model(LLAMA8B)
+    cost = bl.CalibratedCost.typical(gpu, llm, engine=ENGINE)
+    slo = bl.SLO(ttft_p90_s=0.5, itl_p99_s=0.05)
+    plan = bl.plan_replicas(requests, slo=slo, engine=ENGINE, cost=cost, router="least_loaded")
+    assert plan.replicas == plan.num_replicas >= 2 and plan.cost == "CalibratedCost"
+    for num, holds in ((plan.replicas, True), (plan.replicas - 1, False)):
+        fleet = bl.simulate_fleet(requests, replicas=num, engine=plan.engine, cost=cost, router="least_loaded")
+        assert slo.holds(fleet.summary()) is holds
+    with pytest.raises(ParameterError, match="plan_replicas needs the hardware and model"):
+        bl.plan_replicas(requests, slo=slo, engine=ENGINE, cost="typical")

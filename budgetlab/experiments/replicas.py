@@ -30,7 +30,7 @@ import pandas as pd
 from budgetlab._checks import int_at_least, number_in, random_seed
 from budgetlab.batch import Batch
 from budgetlab.catalog import resolve_hardware, resolve_model
-from budgetlab.cost import CostModel
+from budgetlab.cost import CostModel, hardware_of, model_of
 from budgetlab.cost.named import CostSpec, check_cost, cost_label, make_cost
 from budgetlab.display import html_table, one_line
 from budgetlab.errors import ParameterError, SLOUnattainableError
@@ -103,6 +103,11 @@ class ReplicaPlan:
     max_num_queued_tokens: int | None
     tuned: TuneResult | None = field(default=None, repr=False)
     first_guess: int = 1
+
+    @property
+    def replicas(self) -> int:
+        """:attr:`num_replicas` (the name ``simulate_fleet`` gives it) [count]."""
+        return self.num_replicas
 
     @property
     def num_fewer(self) -> int:
@@ -200,8 +205,8 @@ def plan_replicas(
     workload: SweepWorkload | Iterable[Request] | pd.DataFrame,
     *,
     slo: SLO,
-    hardware: str | HardwareSpec,
-    model: str | ModelSpec,
+    hardware: str | HardwareSpec | None = None,
+    model: str | ModelSpec | None = None,
     rate_per_s: float | None = None,
     cost: CostSpec = "typical",
     engine: EngineConfig | None = None,
@@ -219,12 +224,15 @@ def plan_replicas(
     workload : SweepWorkload, list of Request or pandas.DataFrame
         What arrives: a workload that regenerates at any load
         (:class:`~budgetlab.workload.SyntheticWorkload`, :class:`~budgetlab.workload.TraceWorkload`,
-        ...) or a list of requests / a frame (replayed as a trace: its arrivals scaled to the load).
+        ...) or a list of requests / a frame: the fleets are then those requests as given (with
+        ``rate_per_s``, their arrivals scaled to it, as a trace), and the tuner replays them as a
+        trace at its loads.
     slo : SLO
         The latency limits every fleet's summary is checked against.
-    hardware, model : str or spec
+    hardware, model : str or spec, optional
         Each replica's GPU and model (a replica's deployment, tensor parallelism included, is
-        ``engine``'s).
+        ``engine``'s); default the cost model's when ``cost`` is an instance (a named cost needs
+        them).
     rate_per_s : float, optional
         The fleet's offered load [1/s]; default the workload's own rate (a trace's or a list's
         arrivals), which a synthetic workload does not have.
@@ -269,8 +277,11 @@ def plan_replicas(
         raise ParameterError(
             f"max_replicas must be at most {MAX_PLANNED_REPLICAS:,}: every try simulates the whole workload"
         )
+    given: Sequence[Request] | None = None  # a list replayed as given at its own rate
     if not isinstance(workload, SweepWorkload):
-        workload = TraceWorkload.from_requests(_as_requests(workload))
+        given = _as_requests(workload)
+        workload = TraceWorkload.from_requests(given)
+        given = given if rate_per_s is None else None
     workload = check_workload(workload)
     if rate_per_s is None:
         native = getattr(workload, "native_rate_per_s", None)
@@ -281,7 +292,7 @@ def plan_replicas(
             )
         rate_per_s = float(native)
     rate = number_in("rate_per_s", rate_per_s, what="requests per second > 0", low=0.0, low_open=True)
-    hw, mdl = resolve_hardware(hardware), resolve_model(model)
+    hw, mdl = _deployment_specs(hardware, model, cost)
     tuned = None
     if tune_knobs:
         tuned = tune(
@@ -296,7 +307,7 @@ def plan_replicas(
             raise ParameterError(f"engine must be an EngineConfig or None, got {type(engine).__name__}")
         first = 1
     step_cost = make_cost(cost, hw, mdl, engine=chosen)
-    requests = workload_requests(workload, rate_per_s=rate, seed=seed)
+    requests = given if given is not None else workload_requests(workload, rate_per_s=rate, seed=seed)
     policy = make_router(router)
     runs: dict[int, FleetResult] = {}
 
@@ -328,6 +339,21 @@ def plan_replicas(
         tuned=tuned,
         first_guess=min(first, limit),
     )
+
+
+def _deployment_specs(
+    hardware: str | HardwareSpec | None, model: str | ModelSpec | None, cost: CostSpec
+) -> tuple[HardwareSpec, ModelSpec]:
+    """The GPU and model: as given, else the cost model's."""
+    hw = resolve_hardware(hardware) if hardware is not None else hardware_of(cost)
+    mdl = resolve_model(model) if model is not None else model_of(cost)
+    if hw is None or mdl is None:
+        missing = " and ".join(name for name, value in (("hardware", hw), ("model", mdl)) if value is None)
+        raise ParameterError(
+            f"plan_replicas needs the {missing}: pass hardware= and model= (catalog slugs or specs), or a cost "
+            "model instance that carries them (e.g. CalibratedCost.typical(hw, model, engine=engine))"
+        )
+    return hw, mdl
 
 
 def _as_requests(workload: object) -> Sequence[Request]:
