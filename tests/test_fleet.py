@@ -346,3 +346,18 @@ def test_the_timeline_bins_each_replicas_steps():
     assert timeline.prefix_hit_rate.max() > 0  # later turns hit their history on their replica
     with pytest.raises(ValueError, match="bin_s must be a positive number of seconds"):
         fleet.timeline(bin_s=0)
+
+
+def test_the_fleets_requests_are_every_replicas_on_the_fleets_clock():
+    requests = workload(num=40)
+    fleet = simulate_fleet(requests, replicas=3, engine=ENGINES["defaults"], cost=STEP, router="round_robin")
+    table = fleet.requests
+    assert table.request_id.tolist() == [r.request_id for r in requests]  # input order
+    assert table.replica.tolist() == fleet.assignment.tolist()
+    arrivals = {r.request_id: r.arrival_at_s for r in requests}
+    origin = min(arrivals.values())
+    assert table.arrival_at_s.to_numpy() == pytest.approx([arrivals[i] - origin for i in table.request_id])
+    for index, result in enumerate(fleet.replicas):
+        mine = table[table.replica == index].set_index("request_id")
+        theirs = result.requests.set_index("request_id").loc[mine.index]
+        assert mine.ttft_s.tolist() == theirs.ttft_s.tolist()

@@ -64,6 +64,25 @@ class FleetResult:
         ``num_kv_blocks`` the fleet's pool; ``num_replicas``."""
         return dict(self._summary)
 
+    @cached_property
+    def requests(self) -> pd.DataFrame:
+        """Every request as its replica's :attr:`SimResult.requests` has it, with a ``replica``
+        column, in the input's order, its times (``arrival_at_s``, ``first_token_at_s``,
+        ``finished_at_s``) on the fleet's clock (from :attr:`time_origin_s`; latencies are each
+        replica's, exact)."""
+        frames = []
+        for index, result in enumerate(self.replicas):
+            if result is None:
+                continue
+            frame = result.requests.copy()
+            shift = result.time_origin_s - self.time_origin_s
+            for column in ("arrival_at_s", "first_token_at_s", "finished_at_s"):
+                frame[column] = frame[column] + shift
+            frame.insert(1, "replica", index)
+            frames.append(frame)
+        joined = pd.concat(frames, ignore_index=True).set_index("request_id")
+        return joined.loc[self.assignment.index].reset_index()
+
     def load(self) -> pd.DataFrame:
         """Every step of every replica, in the fleet's clock: ``replica``, ``start_at_s``,
         ``num_running``, ``num_waiting``, ``kv_used_fraction``, ``num_cached_tokens`` and
