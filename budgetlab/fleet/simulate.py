@@ -200,7 +200,11 @@ def simulate_fleet(
     else:
         order, origin, arrival = arrival_order(table)
         whole = CoreInputs(table, order, origin, arrival, deployments[0].engine, deployments[0].num_blocks, None)
-    fleet = [StreamedCore(deployment, whole, stop_on_finish=clients is not None) for deployment in deployments]
+    keys: dict = {}  # the blocks' keys, made once per block size for every replica
+    fleet = [
+        StreamedCore(deployment, whole, stop_on_finish=clients is not None, share=1.0 / replicas, keys=keys)
+        for deployment in deployments
+    ]
     policy = make_router(router)
     policy.reset(replicas)
     dispatch = _RouterDispatch(whole, fleet, policy)

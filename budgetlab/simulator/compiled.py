@@ -88,9 +88,18 @@ def core_inputs(table: RequestTable, engine: EngineConfig, num_blocks: int) -> C
     return CoreInputs(table, order, origin, arrival, engine, num_blocks, keys)
 
 
-def new_core(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False, streamed: bool = False) -> CoreState:
+def new_core(
+    inputs: CoreInputs,
+    cost: Any,
+    *,
+    price_in_python: bool = False,
+    streamed: bool = False,
+    record_requests: int | None = None,
+) -> CoreState:
     """The core's arrays before the first step: every request still to arrive, the pool all free.
-    ``streamed``: no request known yet (:meth:`CoreDriver.make_known` reveals them), else all."""
+    ``streamed``: no request known yet (:meth:`CoreDriver.make_known` reveals them), else all.
+    ``record_requests``: the requests the record's first sizes are for (default all of them; a
+    replica of a fleet expects its share)."""
     table, order, engine = inputs.table, inputs.order, inputs.engine
     count = len(order)
     plan_capacity = engine.max_num_seqs + 1
@@ -139,7 +148,8 @@ def new_core(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False, st
     t = np.zeros(cs.T_SLOTS)
     t[cs.T_NOW] = float(inputs.arrival_at_s[0])
     t[cs.T_HORIZON] = -math.inf if streamed else math.inf
-    rows = count + 1024  # the record's first sizes: grown in place (see _grown)
+    sized = count if record_requests is None else max(1, min(count, record_requests))
+    rows = sized + 1024  # the record's first sizes: grown in place (see _grown)
     return CoreState(
         cfg_budget=engine.max_num_batched_tokens,
         cfg_max_num_seqs=engine.max_num_seqs,
@@ -189,7 +199,7 @@ def new_core(inputs: CoreInputs, cost: Any, *, price_in_python: bool = False, st
         step_int=np.zeros((rows, len(cs.STEP_INT_FIELDS)), dtype=np.int32),
         runs=np.zeros((4 * plan_capacity + rows, len(cs.RUN_FIELDS)), dtype=np.int32),
         event_header=np.zeros((rows, 4), dtype=np.int32),
-        event_requests=np.zeros(3 * plan_capacity + 2 * count, dtype=np.int32),
+        event_requests=np.zeros(3 * plan_capacity + 2 * sized, dtype=np.int32),
         gaps=np.zeros(plan_capacity + 256),
         run_step_s=np.zeros(4 * MAX_RUN_STEPS if kind == cs.COST_PYTHON else 0),
         run_durations=np.zeros(MAX_RUN_STEPS),
@@ -248,16 +258,18 @@ def _refs_of_field(holder: tuple[Any, ...], index: int) -> int:
 _HELD_BY_FIELD_ALONE = _refs_of_field((np.zeros(1),), 0)
 
 
-def _grown(core: CoreState) -> CoreState:
+def _grown(core: CoreState, expected_requests: int | None = None) -> CoreState:
     """``core`` with its full record arrays enlarged: to the size the run so far foretells (its
-    rows per arrival so far times every request, :data:`GROWTH_SLACK` more), at least by a
+    rows per arrival so far times the requests it expects, every request unless
+    ``expected_requests`` says fewer, :data:`GROWTH_SLACK` more), at least by a
     quarter and at most doubled; in place where NumPy can (its allocator then extends the
     memory, usually without copying it, so a long run's record never needs twice its size),
     else copied."""
     n = core.n
     cap = len(core.plan)
     changes: dict[str, Any] = {}
-    per_arrival = core.cfg_num_requests / max(int(n[cs.N_NEXT_ARRIVAL]), 1)
+    expected = core.cfg_num_requests if expected_requests is None else expected_requests
+    per_arrival = expected / max(int(n[cs.N_NEXT_ARRIVAL]), 1)
 
     def bigger(name: str, used: int, room: int) -> None:
         array_ = getattr(core, name)
@@ -307,6 +319,9 @@ class CoreDriver:
         self.inputs = inputs
         self.cost = cost
         self.core = core
+        #: the requests the run is expected to have (its record grows for them); None: all of
+        #: the core's (a streamed core sent a share of them updates it as they come)
+        self.expected_requests: int | None = None
         self._call: Any = None
 
     def make_known(self, known: int, horizon_s: float) -> None:
@@ -346,7 +361,7 @@ class CoreDriver:
         elif status == cs.NEED_RUN_PRICE:
             _price_run(core, cost)
         elif status == cs.GROW:
-            self.core = _grown(core)
+            self.core = _grown(core, self.expected_requests)
         elif status == cs.TOO_LONG:
             raise ValueError(
                 f"this run passed {cs.MAX_RECORDED:,} steps or admissions, the most one simulation records "

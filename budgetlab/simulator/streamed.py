@@ -48,17 +48,34 @@ class StreamedCore:
     """A streamed core on ``deployment`` over the workload ``whole`` (its table and arrival
     order: :class:`~.compiled.CoreInputs`), sent requests by their arrival positions.
     ``stop_on_finish``: a step that finishes requests ends :meth:`advance_to` (closed loops:
-    their finishes bring the next requests)."""
+    their finishes bring the next requests). ``share``: the part of the workload it expects to be
+    sent, in (0, 1] (a fleet's replica: one over the replicas), which sizes its record; it then
+    expects its requests so far over the workload's part sent so far. ``keys``: the blocks' keys
+    of the workload by block size, shared by the replicas of a fleet (filled as needed)."""
 
-    def __init__(self, deployment: Deployment, whole: CoreInputs, *, stop_on_finish: bool = False) -> None:
+    def __init__(
+        self,
+        deployment: Deployment,
+        whole: CoreInputs,
+        *,
+        stop_on_finish: bool = False,
+        share: float = 1.0,
+        keys: dict[int, tuple[BlockKeys, tuple[np.ndarray, ...]]] | None = None,
+    ) -> None:
         self.deployment = deployment
         self._stop_on_finish = stop_on_finish
+        self._share = share
         engine, _, num_blocks, _ = deployment
-        keys = BlockKeys.of_table(whole.table, whole.order, engine.block_size) if engine.enable_prefix_caching else None
+        block_keys, self._key_arrays = None, None
+        if engine.enable_prefix_caching:
+            known = keys if keys is not None else {}
+            if engine.block_size not in known:
+                made = BlockKeys.of_table(whole.table, whole.order, engine.block_size)
+                known[engine.block_size] = (made, made.arrays())
+            block_keys, self._key_arrays = known[engine.block_size]
         self._whole = CoreInputs(
-            whole.table, whole.order, whole.time_origin_s, whole.arrival_at_s, engine, num_blocks, keys
+            whole.table, whole.order, whole.time_origin_s, whole.arrival_at_s, engine, num_blocks, block_keys
         )
-        self._key_arrays = keys.arrays() if keys is not None else None
         self._rows: list[int] = []  # the workload's arrival positions sent here, in order
         self._origin_s = math.nan  # this replica's clock: its first request's arrival
         self._driver: CoreDriver | None = None
@@ -91,7 +108,10 @@ class StreamedCore:
     def _start(self, first_arrival_s: float) -> CoreDriver:
         """The core, made when the first request comes (its clock starts then): the whole
         workload's arrays, emptied of requests, filled as they are sent."""
-        core = new_core(self._whole, self.deployment.cost, streamed=True)
+        count = len(self._whole.order)
+        core = new_core(
+            self._whole, self.deployment.cost, streamed=True, record_requests=math.ceil(count * self._share)
+        )
         fresh: dict[str, Any] = {"arrival": np.zeros(len(self._whole.order))}
         for name in (*_SENT_ARRAYS, *(_SENT_KEYS if self._key_arrays is not None else ())):
             fresh[name] = np.zeros_like(getattr(core, name))
@@ -125,6 +145,8 @@ class StreamedCore:
             core.tail_stream[k] = tail_stream[position]
             core.private[k] = shared_stream[position] < 0
         self._rows.append(position)
+        # the requests this core can expect: its share of the workload so far, over all of it
+        self._driver.expected_requests = max(k + 1, round((k + 1) * len(whole.order) / (position + 1)))
         return k
 
     def advance_to(self, time_s: float) -> None:
