@@ -122,7 +122,11 @@ def frontier_chart(
                 alt.Color("budget:N", sort=budgets, scale=alt.Scale(scheme="viridis"), legend=None),
                 alt.value("white"),
             ),
-            shape=alt.Shape("slo:N", title="SLO"),
+            shape=alt.Shape(
+                "slo:N",
+                scale=alt.Scale(domain=["meets the SLO", "breaks it"], range=["square", "circle"]),
+                legend=None,  # said by the subtitle: filled squares meet it, hollow circles break it
+            ),
             tooltip=[
                 alt.Tooltip("budget:N", title="budget [tokens]"),
                 alt.Tooltip("max_num_seqs:Q", title="max_num_seqs"),
@@ -152,7 +156,10 @@ def frontier_chart(
             .mark_rect(color=PALETTE["reference"], opacity=0.12)
             .encode(x="start:Q", x2="end:Q", tooltip=[alt.Tooltip("label:N")])
         )
-    return alt.layer(*layers, front, points).properties(width=WIDTH, height=HEIGHT, title=title)
+    heading = alt.TitleParams(
+        title or "", subtitle=["Filled squares meet the SLO, hollow circles break it; the line is the Pareto front"]
+    )
+    return alt.layer(*layers, front, points).properties(width=WIDTH, height=HEIGHT, title=heading)
 
 
 def frontier_table(table: pd.DataFrame) -> pd.DataFrame:
