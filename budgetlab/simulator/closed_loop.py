@@ -67,7 +67,7 @@ class OneEngine:
         return 0
 
 
-def clients_inputs(clients: ClosedLoopClients, table: RequestTable, engine_inputs: Deployment) -> CoreInputs:
+def clients_inputs(clients: ClosedLoopClients, table: RequestTable, deployment: Deployment) -> CoreInputs:
     """The workload of ``clients`` as the streamed cores take it: ``table`` in send order (input
     order; arrival order, stable, when ``paced``); arrivals known only when sent."""
     if clients.paced:
@@ -76,7 +76,7 @@ def clients_inputs(clients: ClosedLoopClients, table: RequestTable, engine_input
     else:
         order = np.arange(len(table.ids))
         origin = 0.0
-    engine, _, num_blocks, _ = engine_inputs
+    engine, _, num_blocks, _ = deployment
     return CoreInputs(table, order, origin, np.zeros(len(order)), engine, num_blocks, None)
 
 
