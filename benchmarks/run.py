@@ -13,6 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_accuracy
+import bench_executors
 import bench_fleet
 import bench_kv_groups
 import bench_scale
@@ -38,6 +39,8 @@ def main() -> None:
     bench_traces.main([])
     print("\n== sweeps and capacity ==", flush=True)
     bench_sweep.main([])
+    print("\n== executors: overhead per grid point ==", flush=True)
+    bench_executors.main([])
     print("\n== accuracy against real engines ==", flush=True)
     bench_accuracy.main([])
 

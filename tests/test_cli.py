@@ -498,3 +498,23 @@ def test_the_docstring_examples_hold():
     for module in (budgetlab.text, catalog):
         result = doctest.testmod(module)
         assert result.attempted >= 1 and result.failed == 0, module.__name__
+
+
+def test_sweep_points_as_array_jobs_join_into_the_whole_sweep(capsys, tmp_path):
+    grid = ["sweep", *SMALL, "--budgets", "64,512,2048", "--max-num-seqs", "128", "--rates", "2,6", "--jobs", "1"]
+    code, out, _ = _run(capsys, *grid, "--num-points")
+    assert code == 0 and out.strip() == "4"  # budget 64 < max_num_seqs 128 is left out, as the sweep does
+    _, whole = _run_json(capsys, tmp_path, *grid)
+    files = []
+    for point in (3, 1, 0, 2):  # in any order
+        target = tmp_path / f"point-{point}.json"
+        code, _, err = _run(capsys, *grid, "--point", str(point), "--json", str(target))
+        assert code == 0, err
+        files.append(str(target))
+    _, joined = _run_json(capsys, tmp_path, "sweep", "--join", *files)
+    assert joined["results"]["rows"] == whole["results"]["rows"]
+    assert joined["inputs"] == whole["inputs"]
+    code, _, err = _run(capsys, "sweep", "--join", *files[:3])
+    assert code == 2 and "grid points [2] of 4 are missing" in err
+    code, _, err = _run(capsys, *grid, "--point", "4")
+    assert code == 2 and "--point 4 is not a grid point: the grid has points 0 to 3" in err

@@ -30,6 +30,10 @@ def _pyproject_requirements() -> dict[str, str]:
     return specs
 
 
+#: conda-forge's names of PyPI packages it packages under another name.
+CONDA_NAMES = {"ray-core": "ray"}
+
+
 def _conda_requirements() -> tuple[dict[str, str], list]:
     environment = yaml.safe_load((REPO_ROOT / "environment.yml").read_text())
     specs: dict[str, str] = {}
@@ -41,7 +45,8 @@ def _conda_requirements() -> tuple[dict[str, str], list]:
         if entry == "pip":
             continue
         requirement = Requirement(entry)
-        specs[canonicalize_name(requirement.name)] = str(requirement.specifier)
+        name = canonicalize_name(requirement.name)
+        specs[CONDA_NAMES.get(name, name)] = str(requirement.specifier)
     return specs, pip_entries
 
 
@@ -151,7 +156,7 @@ def test_wheel_lists_every_notebook_from_any_folder(installed_wheel, tmp_path: P
     listed = _run(python, env, tmp_path, "-m", "budgetlab.reports", "--list")
     assert listed.returncode == 0, listed.stderr
     notebooks = sorted(p.stem for p in (REPO_ROOT / "notebooks").glob("*.ipynb"))
-    assert len(notebooks) == 13
+    assert len(notebooks) == 14
     for name in notebooks:
         assert f"\n  {name}\n" in listed.stdout, name  # each followed by its parameters, one a line
     assert "      hardware: str = " in listed.stdout and "GPUs (-p hardware NAME): " in listed.stdout

@@ -202,7 +202,7 @@ def test_default_notebooks_are_the_shipped_ones(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.chdir(tmp_path)  # any folder: the notebooks do not come from the working directory
     shipped = reports.default_notebooks_dir()  # the checkout's, or an installed wheel's copy
     in_checkout = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
-    assert list(reports.find_notebooks(shipped)) == in_checkout and len(in_checkout) == 13
+    assert list(reports.find_notebooks(shipped)) == in_checkout and len(in_checkout) == 14
     assert "h100-llama-3.1-8b" in reports.find_scenarios(shipped / "params")
     jobs = reports.plan(["02"], ["h100-llama-3.1-8b"])
     (job,) = jobs

@@ -142,6 +142,23 @@ def build_parser() -> argparse.ArgumentParser:
     loads.add_argument(
         "--num-loads", type=positive_int, default=5, metavar="N", help="loads when --rates is not given (5)"
     )
+    array = sweep.add_argument_group("array jobs (one grid point a job, on a cluster scheduler)")
+    points = array.add_mutually_exclusive_group()
+    points.add_argument(
+        "--point",
+        type=int,
+        metavar="I",
+        help="simulate grid point I only (0-based, in the table's row order: budget, then max_num_seqs, then "
+        "load) and write its row; join the points' JSON files with --join",
+    )
+    points.add_argument("--num-points", action="store_true", help="print how many grid points the grid has, and stop")
+    points.add_argument(
+        "--join",
+        nargs="+",
+        metavar="FILE",
+        help="join the JSON files of every --point of one grid into the sweep's table (the grid options are "
+        "then read from the files)",
+    )
     _jobs(sweep)
     add_output(sweep)
 

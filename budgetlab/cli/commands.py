@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import dataclasses
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import IO, Any, cast
 
 from budgetlab._version import __version__
@@ -25,10 +27,11 @@ from budgetlab.cli.options import (
     synthetic_from,
     trace_from,
 )
-from budgetlab.cli.output import Progress, fmt_ms, fmt_number, print_table, shown
+from budgetlab.cli.output import Progress, fmt_ms, fmt_number, one_line, print_table, shown
 from budgetlab.cost.calibrated import CalibratedCost
 from budgetlab.cost.fit import calibrate
 from budgetlab.cost.named import make_cost
+from budgetlab.errors import ParameterError
 from budgetlab.experiments.capacity import capacity
 from budgetlab.experiments.executors import SerialExecutor, default_executor
 from budgetlab.experiments.sweep import load_grid, service_rate_per_s, sweep
@@ -196,8 +199,60 @@ def _experiment_workload(args: argparse.Namespace) -> tuple[SweepWorkload, Docum
     return cast(SweepWorkload, synthetic), record, words
 
 
+def grid_points(budgets: list[int], caps: list[int], rates: list[float]) -> list[tuple[int, int, float]]:
+    """The sweep's grid points in its table's row order: budget, then cap (pairs with a budget
+    below the cap left out, as the sweep leaves them out), then load."""
+    return [(b, c, r) for b in budgets for c in caps if b >= c for r in rates]
+
+
+def join_sweep_points(documents: list[Document], sources: list[str]) -> Document:
+    """The sweep document of a whole grid from the documents of its points (``sweep --point``):
+    every point once, rows in grid order.
+
+    Raises
+    ------
+    ParameterError
+        A document that is not a point of a sweep, points of different grids or inputs, or a
+        point missing or given twice (the message names the files).
+    """
+    by_point: dict[int, tuple[Document, str]] = {}
+    for document, source in zip(documents, sources, strict=True):
+        point = document.get("inputs", {}).get("point") if isinstance(document, dict) else None
+        if document.get("command") != "sweep" or not isinstance(point, int):
+            raise ParameterError(f"{source} is not the JSON of a `sweep --point` run")
+        if point in by_point:
+            raise ParameterError(f"grid point {point} is in both {by_point[point][1]} and {source}")
+        by_point[point] = (document, source)
+    first, first_source = next(iter(by_point.values()))
+    inputs = {k: v for k, v in first["inputs"].items() if k != "point"}
+    for document, source in by_point.values():
+        if {k: v for k, v in document["inputs"].items() if k != "point"} != inputs:
+            raise ParameterError(f"{source} is a point of another grid or setting than {first_source}")
+    total = first["results"]["num_points"]
+    missing = sorted(set(range(total)) - set(by_point))
+    if missing:
+        raise ParameterError(f"grid points {missing[:10]} of {total} are missing: run `sweep --point I` for each")
+    rows = [by_point[i][0]["results"]["rows"][0] for i in range(total)]
+    return {"command": "sweep", "inputs": inputs, "results": {"rows": rows}}
+
+
+def _joined_sweep(args: argparse.Namespace, out: IO[str]) -> Document:
+    """``sweep --join FILE ...``: the points' JSON files as one sweep table."""
+    documents = []
+    for path in args.join:
+        try:
+            documents.append(json.loads(Path(path).expanduser().read_text(encoding="utf-8")))
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ParameterError(f"cannot read {shown(path)} as JSON: {one_line(exc)}") from None
+    joined = join_sweep_points(documents, [shown(p) for p in args.join])
+    _print_sweep_rows(joined["results"]["rows"], out)
+    return joined
+
+
 def sweep_command(args: argparse.Namespace, out: IO[str]) -> Document:
-    """Simulate every budget x cap x load of a grid."""
+    """Simulate every budget x cap x load of a grid (or one point of it: ``--point``)."""
+    if args.join:
+        return _joined_sweep(args, out)
     setting = setting_from(args)
     template = engine_from(args, setting.hardware, knobs=False)
     workload, record, words = _experiment_workload(args)
@@ -209,6 +264,17 @@ def sweep_command(args: argparse.Namespace, out: IO[str]) -> Document:
             workload, budgets=budgets, hardware=setting.hardware, model=setting.model, cost=args.cost, seed=args.seed
         )
         rates = [float(r) for r in load_grid(service, num_loads=args.num_loads)]
+    grid = grid_points(budgets, caps, rates)
+    inputs = _inputs(args, setting, template, record)
+    inputs["grid"] = {"budgets": budgets, "max_num_seqs": caps, "rates_per_s": rates}
+    if args.num_points:
+        print(len(grid), file=out)
+        return {"command": "sweep", "inputs": inputs, "results": {"num_points": len(grid)}}
+    if args.point is not None:
+        if not 0 <= args.point < len(grid):
+            raise ParameterError(f"--point {args.point} is not a grid point: the grid has points 0 to {len(grid) - 1}")
+        budget, cap, rate = grid[args.point]
+        budgets, caps, rates = [budget], [cap], [rate]
     progress = Progress(args.progress)
     progress.start(f"sweeping {len(budgets) * len(caps) * len(rates)} grid points")
     with _executor(args) as executor:
@@ -234,6 +300,16 @@ def sweep_command(args: argparse.Namespace, out: IO[str]) -> Document:
         setting,
         [("engine", _engine_text(template) + " (budget and cap swept)"), ("workload", words)],
     )
+    _print_sweep_rows(table.to_dict(orient="records"), out)
+    results: Document = {"rows": table}
+    if args.point is not None:
+        inputs["point"] = args.point
+        results["num_points"] = len(grid)
+    return {"command": "sweep", "inputs": inputs, "results": results}
+
+
+def _print_sweep_rows(rows: list[dict[str, Any]], out: IO[str]) -> None:
+    """The sweep's table: a row per grid point."""
     header = [
         "budget",
         "max_num_seqs",
@@ -244,7 +320,7 @@ def sweep_command(args: argparse.Namespace, out: IO[str]) -> Document:
         "KV peak",
         "cost",
     ]
-    rows = [
+    table = [
         [
             row["max_num_batched_tokens"],
             row["max_num_seqs"],
@@ -255,12 +331,9 @@ def sweep_command(args: argparse.Namespace, out: IO[str]) -> Document:
             row["kv_peak_fraction"],
             row["cost"],
         ]
-        for row in table.to_dict(orient="records")
+        for row in rows
     ]
-    print_table(header, rows, stream=out, right=[True] * len(header))
-    inputs = _inputs(args, setting, template, record)
-    inputs["grid"] = {"budgets": budgets, "max_num_seqs": caps, "rates_per_s": rates}
-    return {"command": "sweep", "inputs": inputs, "results": {"rows": table}}
+    print_table(header, table, stream=out, right=[True] * len(header))
 
 
 def _slo_words(args: argparse.Namespace) -> tuple[Any, str]:

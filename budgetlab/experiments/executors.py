@@ -16,6 +16,12 @@ A Dask ``distributed`` client provides an executor (``pip install budgetlab[dist
 then ``sweep(..., executor=executor)``. The table is the same, row for row and bit for bit,
 whichever executor computes it. Workers need budgetlab installed (the same version): tasks are
 pickled with their module paths (``budgetlab.experiments.sweep.SweepPoint``, ...).
+
+Running on a Ray cluster
+------------------------
+:class:`~budgetlab.experiments.ray_executor.RayExecutor` (``pip install budgetlab[ray]``) is an
+executor over Ray tasks; it puts each task's workload in Ray's object store once, so a large
+trace is not pickled into every grid point's task.
 """
 
 from __future__ import annotations
