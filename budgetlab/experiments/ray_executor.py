@@ -20,6 +20,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import copy
 import dataclasses
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -81,6 +82,8 @@ class RayExecutor(cf.Executor):
         self._ray = ray
         self._owns = not ray.is_initialized()
         if self._owns:
+            # no network at run time: Ray's usage statistics are never sent (unless asked for)
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
             options = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
             ray.init(address=address, **(options | init_kwargs))
         self._remote = ray.remote(_run_shipped)
