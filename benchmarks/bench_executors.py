@@ -1,5 +1,6 @@
 """Per-point overhead of the executors: one sweep serially, on a process pool, on a Dask
-LocalCluster and on a local Ray cluster (issue 26).
+LocalCluster (the workload scattered once, and Dask's own executor pickling it into every task)
+and on a local Ray cluster (issue 26).
 
 Run ``python benchmarks/bench_executors.py`` (``make bench``). It sweeps 2 budgets × 2
 ``max_num_seqs`` × ``--num-rates`` loads of a conversation-like workload (``--num-requests``
@@ -13,12 +14,15 @@ may be shared.
 from __future__ import annotations
 
 import argparse
+import pickle
 import time
 
 import pandas as pd
 
-from budgetlab import SerialExecutor, SyntheticWorkload, sweep
+from budgetlab import EngineConfig, SerialExecutor, SyntheticWorkload, TraceWorkload, hardware, model, sweep
 from budgetlab.experiments.executors import default_executor
+from budgetlab.experiments.shipping import without_workload
+from budgetlab.experiments.sweep import SweepPoint
 
 
 def _sweep(workload, rates, executor):
@@ -35,6 +39,20 @@ def _sweep(workload, rates, executor):
         progress=False,
     )
     return table, time.perf_counter() - started
+
+
+def _payload_line(num_requests: int) -> None:
+    """What one grid point's task pickles when the workload is a trace: whole (Dask's own
+    executor, a process pool) and without it (DaskExecutor and RayExecutor send it once)."""
+    trace = TraceWorkload.from_requests(
+        SyntheticWorkload.conversation_like(num_requests=num_requests).requests(rate_per_s=50.0, seed=1), label="trace"
+    )
+    point = SweepPoint(trace, 50.0, 0, EngineConfig(), hardware("h100-sxm"), model("llama-3.1-8b"), cost="ideal")
+    whole, light = len(pickle.dumps(point)), len(pickle.dumps(without_workload(point)))
+    print(
+        f"  a {num_requests:,}-request trace: {whole / 1e6:.1f} MB pickled into every task whole, "
+        f"{light / 1e3:.1f} kB a task with the trace sent once (DaskExecutor, RayExecutor)"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -57,17 +75,16 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         pool.shutdown()
     try:
-        import distributed
+        from budgetlab.experiments.dask_executor import DaskExecutor
 
-        with (
-            distributed.LocalCluster(
-                n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0"
-            ) as cluster,
-            distributed.Client(cluster) as client,
-        ):
-            executor = client.get_executor()
-            _sweep(workload, rates[:1], executor)  # workers import budgetlab and load the compiled core
-            runs.append(("Dask LocalCluster (2)", *_sweep(workload, rates, executor)))
+        dask_executor = DaskExecutor(n_workers=2)
+        try:
+            _sweep(workload, rates[:1], dask_executor)  # workers import budgetlab and load the compiled core
+            runs.append(("Dask LocalCluster (2)", *_sweep(workload, rates, dask_executor)))
+            plain = dask_executor.client.get_executor()  # Dask's own executor: the workload pickled per task
+            runs.append(("Dask, no scatter (2)", *_sweep(workload, rates, plain)))
+        finally:
+            dask_executor.shutdown()
     except ImportError:
         print("  Dask: not installed")
     try:
@@ -81,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
             ray_executor.shutdown()
     except ImportError:
         print("  Ray: not installed")
+    _payload_line(num_requests=100_000)
     for name, table, seconds in runs:
         same = table.equals(serial)
         overhead = (seconds - serial_s / 2) / num_points  # over an ideal two-worker split of the serial time

@@ -1,5 +1,6 @@
 """Sweeps and frontiers on a real local Ray cluster give the tables a serial run and a Dask
-LocalCluster give, bit for bit, with the workload put in Ray's object store once
+LocalCluster give, bit for bit, with the workload put in Ray's object store once (and scattered
+once on Dask)
 (:class:`budgetlab.experiments.ray_executor.RayExecutor`)."""
 
 from __future__ import annotations
@@ -50,14 +51,15 @@ def test_a_sweep_on_ray_is_the_serial_sweep_and_the_dask_one(on_ray):
     assert len(ray_table) == 2 * 2 * 2 * 2
     pd.testing.assert_frame_equal(ray_table, serial)
     assert on_ray.num_shared == 1  # 16 points, one workload put once
-    distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0"
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
-        pd.testing.assert_frame_equal(sweep(WORKLOAD, **GRID, executor=client.get_executor()), serial)
+    pytest.importorskip("distributed")
+    from budgetlab.experiments.dask_executor import DaskExecutor
+
+    on_dask = DaskExecutor(n_workers=2)
+    try:
+        pd.testing.assert_frame_equal(sweep(WORKLOAD, **GRID, executor=on_dask), serial)
+        assert on_dask.num_shared == 1
+    finally:
+        on_dask.shutdown()
 
 
 def test_a_frontier_on_ray_is_the_serial_frontier(on_ray):

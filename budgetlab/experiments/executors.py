@@ -8,14 +8,17 @@ process pool) and shuts it down at the end; an executor you pass is left running
 
 Running on a Dask cluster
 -------------------------
-A Dask ``distributed`` client provides an executor (``pip install budgetlab[distributed]``)::
+:class:`~budgetlab.experiments.dask_executor.DaskExecutor` (``pip install budgetlab[distributed]``)
+runs the tasks on a Dask cluster and scatters each task's workload to the workers once::
 
     from distributed import Client
-    executor = Client("tcp://scheduler:8786").get_executor()
+    from budgetlab.experiments.dask_executor import DaskExecutor
+    executor = DaskExecutor(Client("tcp://scheduler:8786"))
 
-then ``sweep(..., executor=executor)``. The table is the same, row for row and bit for bit,
-whichever executor computes it. Workers need budgetlab installed (the same version): tasks are
-pickled with their module paths (``budgetlab.experiments.sweep.SweepPoint``, ...).
+then ``sweep(..., executor=executor)``. A client's own executor (``client.get_executor()``) works
+too, but pickles the workload into every task. The table is the same, row for row and bit for
+bit, whichever executor computes it. Workers need budgetlab installed (the same version): tasks
+are pickled with their module paths (``budgetlab.experiments.sweep.SweepPoint``, ...).
 
 Running on a Ray cluster
 ------------------------

@@ -11,25 +11,21 @@ Each grid point is one Ray task; the table is the same, row for row and bit for 
 serially or on Dask (every task is deterministic and the results come back in task order).
 The workload a point simulates (its ``workload`` field: a :class:`~budgetlab.workload.TraceWorkload`
 may hold a whole trace) is put in Ray's object store once and every task reads it from there,
-rather than being pickled into each task; :attr:`RayExecutor.num_shared` counts the objects put.
-Workers need budgetlab installed (the same version). Importing budgetlab never imports Ray.
+rather than being pickled into each task (:mod:`budgetlab.experiments.shipping`);
+:attr:`RayExecutor.num_shared` counts the objects put. Workers need budgetlab installed (the same
+version). Importing budgetlab never imports Ray.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import copy
-import dataclasses
 import os
 from collections.abc import Callable
 from typing import Any
 
-from budgetlab.workload import SweepWorkload
+from budgetlab.experiments.shipping import SHARED_FIELD, ShippingExecutor, call_with_workloads
 
 __all__ = ["RayExecutor", "SHARED_FIELD"]
-
-#: The task field put in the object store once and shared by every task that carries it.
-SHARED_FIELD = "workload"
 
 
 def _import_ray() -> Any:
@@ -43,33 +39,20 @@ def _import_ray() -> Any:
     return ray
 
 
-@dataclasses.dataclass(frozen=True)
-class _Shipped:
-    """A task with its :data:`SHARED_FIELD` replaced by a reference into the object store."""
-
-    task: Any
-    ref: Any
-
-
-def _run_shipped(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """In the worker: put each shipped task's workload back, then call ``fn``."""
+def _run_shipped(fn: Callable[..., Any], args: tuple[Any, ...], refs: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """In the worker: put each task's workload back from the object store, then call ``fn``."""
     import ray
 
-    def restored(arg: Any) -> Any:
-        if isinstance(arg, _Shipped):
-            task = copy.copy(arg.task)
-            object.__setattr__(task, SHARED_FIELD, ray.get(arg.ref))
-            return task
-        return arg
-
-    return fn(*(restored(arg) for arg in args), **kwargs)
+    return call_with_workloads(fn, args, tuple(None if ref is None else ray.get(ref) for ref in refs), kwargs)
 
 
-class RayExecutor(cf.Executor):
+class RayExecutor(ShippingExecutor):
     """Runs each submitted call as a Ray task; ``address`` and ``init_kwargs`` go to
     ``ray.init`` when Ray is not initialized yet in this process (default: a local cluster,
     no dashboard), and :meth:`shutdown` then shuts that cluster down. With Ray already
     initialized (``ray.init`` called before) the executor uses it and leaves it running.
+
+    :attr:`num_shared` counts the objects put in the object store (one per distinct workload).
 
     Raises
     ------
@@ -87,34 +70,16 @@ class RayExecutor(cf.Executor):
             options = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
             ray.init(address=address, **(options | init_kwargs))
         self._remote = ray.remote(_run_shipped)
-        self._shared: dict[int, tuple[Any, Any]] = {}  # id -> (the object, kept alive; its ref)
-        self._closed = False
+        super().__init__()
 
-    @property
-    def num_shared(self) -> int:
-        """Objects put in the object store so far (one per distinct workload)."""
-        return len(self._shared)
+    def _send(self, workload: Any) -> Any:
+        return self._ray.put(workload)
 
-    def _ship(self, arg: Any) -> Any:
-        """``arg``, its workload replaced by a reference put once (a dataclass task carrying one)."""
-        workload = getattr(arg, SHARED_FIELD, None)
-        if not (dataclasses.is_dataclass(arg) and isinstance(workload, SweepWorkload)):
-            return arg
-        key = id(workload)
-        if key not in self._shared:
-            self._shared[key] = (workload, self._ray.put(workload))
-        light = copy.copy(arg)
-        object.__setattr__(light, SHARED_FIELD, None)
-        return _Shipped(light, self._shared[key][1])
+    def _submit_light(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], handles: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> cf.Future[Any]:
+        return self._remote.remote(fn, args, handles, kwargs).future()
 
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future[Any]:
-        if self._closed:
-            raise RuntimeError("cannot submit to a RayExecutor after shutdown")
-        shipped = tuple(self._ship(arg) for arg in args)
-        return self._remote.remote(fn, shipped, kwargs).future()
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        self._closed = True
-        self._shared.clear()
+    def _close(self, wait: bool) -> None:
         if self._owns and self._ray.is_initialized():
             self._ray.shutdown()
