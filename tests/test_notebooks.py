@@ -81,6 +81,7 @@ SMALL: dict[str, dict[str, Any]] = {
         "router_replicas": 3,
         "compared_routers": ["round_robin", "prefix_aware"],
         "num_conversations": 40,
+        "closed_loop_seeds": 1,
     },
 }
 
@@ -344,6 +345,11 @@ def _check_14(r: dict) -> None:
     assert min(row["tokens_per_s_per_gpu"] for row in many) > max(row["tokens_per_s_per_gpu"] for row in one)
     hits = {row["router"]: row["prefix_hit_rate"] for row in r["routers"]}
     assert hits["prefix_aware"] > hits["round_robin"]
+    runs = {row["run"]: row for row in r["closed_loop_runs"]}
+    assert len(runs) == 14 and runs["1k1k-tp8-c4"]["tpot_ms_measured"] == 3.72
+    assert all(0 < row["tpot_ms_predicted"] < 20 for row in runs.values())
+    tpot = {row["metric"]: row for row in r["closed_loop_accuracy"]}["tpot_ms"]
+    assert tpot["runs"] == 14 and tpot["median_abs_error"] < 0.15
 
 
 def _check_09(r: dict) -> None:
@@ -418,7 +424,10 @@ CHECKS: dict[str, tuple[set[str], Callable[[dict], None]]] = {
         {"prefill_room", "by_load", "stops_paying_per_s", "tuned_k", "capacity_by_k", "published", "load_trends"},
         _check_13,
     ),
-    "14-fleet": ({"plan", "plan_checked", "replicas_by_load", "frontier", "routers"}, _check_14),
+    "14-fleet": (
+        {"plan", "plan_checked", "replicas_by_load", "frontier", "routers", "closed_loop_runs", "closed_loop_accuracy"},
+        _check_14,
+    ),
 }
 
 

@@ -7,6 +7,8 @@ the functions here only reshape and draw them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import altair as alt
 import pandas as pd
 
@@ -19,6 +21,8 @@ __all__ = [
     "serving_runs_table",
     "preset_grid_table",
     "serving_fit_table",
+    "closed_loop_runs_table",
+    "closed_loop_accuracy_table",
 ]
 
 #: The metrics compared, their labels, and the bound each must meet on a steady run.
@@ -114,6 +118,59 @@ def serving_runs_table(table: pd.DataFrame) -> pd.DataFrame:
         }
     )
     return out.set_index("Run")
+
+
+def _measured_predicted(measured: float, predicted: float, error: float, fmt: Callable[[float], str]) -> str:
+    """``measured → predicted (error)``, or ``— (predicted)`` where the run publishes none."""
+    if pd.isna(measured):
+        return f"— ({fmt(predicted)})"
+    return f"{fmt(measured)} → {fmt(predicted)} ({error:+.0%})"
+
+
+def closed_loop_runs_table(table: pd.DataFrame) -> pd.DataFrame:
+    """:attr:`ClosedLoopRunsCheck.table <budgetlab.experiments.closed_loop_runs.ClosedLoopRunsCheck>`
+    for reading: per run, each metric as ``measured → predicted (error)``."""
+    _check_table_rows(len(table))
+    columns = {
+        "Output throughput": ("output_tokens_per_s", lambda v: f"{v:,.0f} tok/s"),
+        "Total throughput per GPU": ("total_tokens_per_s_per_gpu", lambda v: f"{v:,.0f} tok/s"),
+        "TPOT": ("tpot_ms", lambda v: fmt_latency(v / 1e3)),
+        "E2E": ("e2e_s", fmt_latency),
+    }
+    out = pd.DataFrame(
+        {
+            "Run": table.run.to_numpy(),
+            "Model": [f"{m}, TP{int(t)}" for m, t in zip(table.model, table.tp, strict=True)],
+            "Clients": table.concurrency.map(lambda v: f"{int(v)}").to_numpy(),
+            **{
+                label: [
+                    _measured_predicted(m, p, e, fmt)
+                    for m, p, e in zip(
+                        table[f"{metric}_measured"], table[f"{metric}_predicted"], table[f"{metric}_error"], strict=True
+                    )
+                ]
+                for label, (metric, fmt) in columns.items()
+            },
+        }
+    )
+    return out.set_index("Run")
+
+
+def closed_loop_accuracy_table(accuracy: pd.DataFrame) -> pd.DataFrame:
+    """:attr:`ClosedLoopRunsCheck.accuracy` for reading: per metric, the runs compared, median,
+    P90 and largest absolute error, the bound and the runs within it."""
+    _check_table_rows(len(accuracy))
+    return pd.DataFrame(
+        {
+            "Metric": accuracy.label.to_numpy(),
+            "Runs": accuracy.runs.map(lambda v: f"{int(v)}").to_numpy(),
+            "Median |error|": accuracy.median_abs_error.map(fmt_percent).to_numpy(),
+            "P90 |error|": accuracy.p90_abs_error.map(fmt_percent).to_numpy(),
+            "Largest |error|": accuracy.max_abs_error.map(fmt_percent).to_numpy(),
+            "Bound": accuracy.bound.map(lambda v: fmt_percent(v, decimals=0)).to_numpy(),
+            "Within": [f"{int(w)} of {int(r)}" for w, r in zip(accuracy.within, accuracy.runs, strict=True)],
+        }
+    ).set_index("Metric")
 
 
 def preset_grid_table(grid: pd.DataFrame) -> pd.DataFrame:
