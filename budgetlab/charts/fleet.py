@@ -60,30 +60,25 @@ def replicas_by_load_chart(table: pd.DataFrame, *, title: str = "") -> alt.Layer
     return alt.layer(lines).properties(width=WIDTH, height=HEIGHT, title=title)
 
 
+_FRONTIER_COLUMNS = (
+    "max_num_batched_tokens", "max_num_seqs", "concurrency", "num_replicas", "tokens_per_s_per_gpu",
+    "tokens_per_s_per_user", "ttft_p90_s", "tpot_mean_s", "meets_slo", "on_front", "cost",
+)  # fmt: skip
+"""The frontier chart's input columns (:func:`budgetlab.experiments.pareto.throughput_frontier`)."""
+_FRONTIER_DRAWN: dict[str, str | None] = {
+    "ttft_p90_s": "ttft_p90_ms", "tpot_mean_s": "tpot_mean_ms", "meets_slo": "slo", "cost": None,
+}  # fmt: skip
+"""What the chart draws of an input column it converts (``None``: only its title uses it); the
+others are drawn as they are."""
+
+
 def frontier_chart(
     table: pd.DataFrame, *, slo_tokens_per_s_per_user: float | None = None, title: str = ""
 ) -> alt.LayerChart | alt.FacetChart:
     """Tokens/s per GPU against tokens/s per user, a point per configuration (colour: budget;
     filled: meets the SLO), the Pareto front joined, and the SLO's interactivity shaded (the
     region right of ``slo_tokens_per_s_per_user``, when given)."""
-    _require_columns(
-        table,
-        (
-            "max_num_batched_tokens",
-            "max_num_seqs",
-            "concurrency",
-            "num_replicas",
-            "tokens_per_s_per_gpu",
-            "tokens_per_s_per_user",
-            "ttft_p90_s",
-            "tpot_mean_s",
-            "meets_slo",
-            "on_front",
-            "cost",
-        ),
-        "the chart",
-        "budgetlab.experiments.pareto.throughput_frontier",
-    )
+    _require_columns(table, _FRONTIER_COLUMNS, "the chart", "budgetlab.experiments.pareto.throughput_frontier")
     _check_rows(len(table))
     data = table.assign(
         budget=table.max_num_batched_tokens.map(fmt_int),
@@ -91,22 +86,7 @@ def frontier_chart(
         ttft_p90_ms=table.ttft_p90_s * 1e3,
         tpot_mean_ms=table.tpot_mean_s * 1e3,
     )
-    data = _slim(
-        data,
-        [
-            "budget",
-            "max_num_batched_tokens",
-            "max_num_seqs",
-            "concurrency",
-            "num_replicas",
-            "tokens_per_s_per_gpu",
-            "tokens_per_s_per_user",
-            "ttft_p90_ms",
-            "tpot_mean_ms",
-            "slo",
-            "on_front",
-        ],
-    )
+    data = _slim(data, ["budget", *(_FRONTIER_DRAWN.get(column, column) for column in _FRONTIER_COLUMNS)])
     budgets = list(dict.fromkeys(data.sort_values("max_num_batched_tokens").budget))
     x = alt.X("tokens_per_s_per_user:Q", title="Output tokens/s per user (throughput / concurrency)")
     y = alt.Y("tokens_per_s_per_gpu:Q", title=f"Output tokens/s per GPU (simulated, {_cost(table)} cost)")
