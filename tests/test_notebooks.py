@@ -350,6 +350,9 @@ def _check_14(r: dict) -> None:
     assert all(0 < row["tpot_ms_predicted"] < 20 for row in runs.values())
     tpot = {row["metric"]: row for row in r["closed_loop_accuracy"]}["tpot_ms"]
     assert tpot["runs"] == 14 and tpot["median_abs_error"] < 0.15
+    assert 0.5 < r["closed_loop_fit"]["bandwidth_efficiency"] < 0.8
+    held = {row["metric"]: row for row in r["closed_loop_held_out_accuracy"]}["tpot_ms"]
+    assert held["runs"] == 9 and held["median_abs_error"] < tpot["median_abs_error"]
 
 
 def _check_09(r: dict) -> None:
@@ -425,7 +428,17 @@ CHECKS: dict[str, tuple[set[str], Callable[[dict], None]]] = {
         _check_13,
     ),
     "14-fleet": (
-        {"plan", "plan_checked", "replicas_by_load", "frontier", "routers", "closed_loop_runs", "closed_loop_accuracy"},
+        {
+            "plan",
+            "plan_checked",
+            "replicas_by_load",
+            "frontier",
+            "routers",
+            "closed_loop_runs",
+            "closed_loop_accuracy",
+            "closed_loop_fit",
+            "closed_loop_held_out_accuracy",
+        },
         _check_14,
     ),
 }

@@ -41,6 +41,12 @@ manager and without it (:func:`pool_never_fills`) — one full-attention group (
 row that way and says so (``kv_groups`` column); a row whose pool could fill is refused. A test
 replays the realized send times on the hybrid engine and gets the same times, bit for bit.
 
+A deployment's own runs
+-----------------------
+:func:`fit_closed_loop_runs` fits parameters of the typical preset (by default its weight-read
+bandwidth and per-step CPU time) to some runs' measured TPOT; ``check_closed_loop_runs(others,
+cost=fit.cost)`` then checks the fitted cost on runs it has not seen.
+
 Accuracy
 --------
 Every metric the run publishes, ``predicted / measured − 1``, with issue 12's tolerances
@@ -53,8 +59,11 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -83,6 +92,10 @@ __all__ = [
     "pool_never_fills",
     "ClosedLoopRunsCheck",
     "check_closed_loop_runs",
+    "CostBuilder",
+    "typical_cost",
+    "ClosedLoopFit",
+    "fit_closed_loop_runs",
 ]
 
 MEASURED: dict[str, str] = {
@@ -265,8 +278,19 @@ class ClosedLoopRunsCheck:
         return pd.DataFrame(rows).set_index("metric")
 
 
-def _predict(row: pd.Series, gpu: HardwareSpec, llm: ModelSpec, engine: EngineConfig, seed: int) -> dict[str, float]:
-    cost = CalibratedCost.typical(gpu, llm, engine=engine)
+CostBuilder = Callable[[HardwareSpec, ModelSpec, EngineConfig], CalibratedCost]
+"""``(hardware, model, engine) -> CalibratedCost``: the cost a run is simulated with."""
+
+
+def typical_cost(hardware: HardwareSpec, model: ModelSpec, engine: EngineConfig) -> CalibratedCost:
+    """The default :data:`CostBuilder`: ``CalibratedCost.typical(hardware, model, engine=engine)``."""
+    return CalibratedCost.typical(hardware, model, engine=engine)
+
+
+def _predict(
+    row: pd.Series, gpu: HardwareSpec, llm: ModelSpec, engine: EngineConfig, seed: int, build: CostBuilder
+) -> dict[str, float]:
+    cost = build(gpu, llm, engine)
     result = simulate(run_clients(row, seed), engine=engine, hardware=gpu, model=llm, cost=cost)
     client = client_requests(result, ServingOverhead.vllm())
     output = client.output_tokens.to_numpy(dtype=float)
@@ -288,16 +312,20 @@ def _predict(row: pd.Series, gpu: HardwareSpec, llm: ModelSpec, engine: EngineCo
 def check_closed_loop_runs(
     runs: pd.DataFrame | str | os.PathLike[str] | None = None,
     *,
+    cost: CostBuilder | None = None,
     seeds: tuple[int, ...] = (0, 1, 2),
     progress: ProgressSpec = None,
 ) -> ClosedLoopRunsCheck:
-    """Simulate every run's clients with the calibrated cost (``CalibratedCost.typical``, no
-    per-run fitting) and compare (module docstring).
+    """Simulate every run's clients with one cost (by default the calibrated cost,
+    ``CalibratedCost.typical``, no per-run fitting) and compare (module docstring).
 
     Parameters
     ----------
     runs : pandas.DataFrame, path or None
         :func:`read_closed_loop_runs` output, or the file; default the shipped file.
+    cost : callable, optional
+        A :data:`CostBuilder`; default :func:`typical_cost` (e.g. :attr:`ClosedLoopFit.cost`
+        for a cost fitted to some of the runs).
     seeds : tuple of int
         The length draws simulated per run; the predictions are their means.
     progress : bool, None or callable
@@ -324,7 +352,7 @@ def check_closed_loop_runs(
                 f"run {row['run']}: {llm.slug}'s KV pool could fill at {row['concurrency']} clients, so its hybrid "
                 "KV-cache groups would change what is scheduled, and closed-loop clients run on one group"
             )
-        predicted = pd.DataFrame([_predict(row, gpu, llm, engine, seed) for seed in seeds]).mean()
+        predicted = pd.DataFrame([_predict(row, gpu, llm, engine, seed, cost or typical_cost) for seed in seeds]).mean()
         entry: dict[str, object] = {
             "run": row["run"],
             "model": llm.slug,
@@ -344,3 +372,103 @@ def check_closed_loop_runs(
         reporter.advance()
     reporter.close()
     return ClosedLoopRunsCheck(table=pd.DataFrame(rows), seeds=tuple(seeds))
+
+
+# --------------------------------------------------------------------------------------------
+# A cost fitted to a deployment's own closed-loop runs
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClosedLoopFit:
+    """:data:`~budgetlab.cost.presets.TYPICAL` with some parameters fitted to closed-loop runs.
+
+    Attributes
+    ----------
+    parameters : mapping
+        The fitted values by name (:data:`budgetlab.cost.fit.FITTABLE`'s units) [s or fraction].
+    runs : tuple
+        The runs fitted to (their ``run`` names).
+    tpot_errors : tuple of float
+        Each fitted run's TPOT error at the fitted values, ``predicted / measured − 1`` [-].
+    """
+
+    parameters: MappingProxyType[str, float]
+    runs: tuple[Any, ...]
+    tpot_errors: tuple[float, ...]
+
+    def cost(self, hardware: HardwareSpec, model: ModelSpec, engine: EngineConfig) -> CalibratedCost:
+        """The fitted :data:`CostBuilder`: the typical preset with :attr:`parameters`."""
+        return _preset_with(dict(self.parameters))(hardware, model, engine)
+
+
+def _preset_with(values: dict[str, float]) -> CostBuilder:
+    from budgetlab.cost.presets import TYPICAL
+
+    def build(hardware: HardwareSpec, model: ModelSpec, engine: EngineConfig) -> CalibratedCost:
+        return CalibratedCost(hardware=hardware, model=model, **{**TYPICAL, **values}).for_engine(engine)
+
+    return build
+
+
+def fit_closed_loop_runs(
+    runs: pd.DataFrame | str | os.PathLike[str] | None = None,
+    *,
+    fit: Sequence[str] = ("bandwidth_efficiency", "step_overhead_s"),
+    seed: int = 0,
+) -> ClosedLoopFit:
+    """Fit parameters of the typical preset to runs' measured time per output token.
+
+    Least squares on ``log(predicted / measured)`` of TPOT over the runs (scipy's
+    ``least_squares``, bounded by :data:`budgetlab.cost.fit.FITTABLE`, from the preset's values),
+    each run simulated as :func:`check_closed_loop_runs` does with one length draw (``seed``).
+    Check the fit on runs it was not given: ``check_closed_loop_runs(others, cost=fit.cost)``.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame, path or None
+        The runs to fit to (rows of :func:`read_closed_loop_runs`); at least as many with a
+        measured TPOT as parameters.
+    fit : sequence of str
+        Names from :data:`budgetlab.cost.fit.FITTABLE`.
+    seed : int
+
+    Raises
+    ------
+    DataFormatError
+        An unknown or repeated parameter, or too few runs with a measured TPOT.
+    """
+    from scipy.optimize import least_squares
+
+    from budgetlab.cost.fit import FITTABLE
+    from budgetlab.cost.presets import TYPICAL
+
+    frame = runs if isinstance(runs, pd.DataFrame) else read_closed_loop_runs(runs)
+    frame = frame[frame["tpot_ms"].notna()]
+    names = tuple(fit)
+    if not names or len(set(names)) != len(names) or any(name not in FITTABLE for name in names):
+        raise DataFormatError(f"fit must name distinct parameters from {', '.join(FITTABLE)}; got {list(names)}")
+    if len(frame) < len(names):
+        raise DataFormatError(f"{len(frame)} runs with a measured TPOT cannot fit {len(names)} parameters")
+    settings = []
+    for _, row in frame.iterrows():
+        gpu, llm = gpu_from_name(str(row["gpu"])), model_from_checkpoint(str(row["model"]))
+        settings.append((row, gpu, llm, run_engine(row, gpu, llm)))
+    scales = np.array([FITTABLE[name].scale for name in names])
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        build = _preset_with({name: float(v) for name, v in zip(names, x * scales, strict=True)})
+        return np.array(
+            [
+                math.log(_predict(row, gpu, llm, engine, seed, build)["tpot_ms"] / float(row["tpot_ms"]))
+                for row, gpu, llm, engine in settings
+            ]
+        )
+
+    x0 = np.array([float(TYPICAL[name]) for name in names]) / scales
+    low = np.array([FITTABLE[name].low for name in names]) / scales
+    high = np.array([FITTABLE[name].high for name in names]) / scales
+    solution = least_squares(residuals, np.clip(x0, low, high), bounds=(low, high), diff_step=1e-3, xtol=1e-6)
+    values = {name: float(v) for name, v in zip(names, solution.x * scales, strict=True)}
+    errors = tuple(float(math.expm1(r)) for r in residuals(solution.x))
+    return ClosedLoopFit(MappingProxyType(values), tuple(frame["run"]), errors)
