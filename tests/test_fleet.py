@@ -269,6 +269,33 @@ def test_any_routing_gives_each_replica_its_share_simulated_alone(scenario, repl
         assert_same(simulate(share, engine=eng, cost=cost), result)
 
 
+@pytest.mark.parametrize("name", list(ENGINES))
+def test_a_replica_sent_more_than_its_share_grows_its_arrays_mid_run(name):
+    """Replica 0 of 4, sized for a quarter of the requests, is sent nearly all of them while
+    they queue behind its full slots (steps shorter than the gaps; the FCFS ring has moved on,
+    the priority heap holds many): its arrays grow several times with requests waiting, and it
+    is still the simulation of its share alone."""
+    eng = ENGINES[name]
+    reqs = [
+        Request(f"b{i}", 2000.0 + 0.002 * i, 60 + (37 * i) % 400, 30 + (11 * i) % 90,
+                prefix_id=f"p{i % 5}", prefix_tokens=32, priority=(7 * i) % 3)
+        for i in range(200)
+    ]  # fmt: skip
+    fast = ConstantCost(0.001)
+    fleet = simulate_fleet(
+        reqs,
+        replicas=4,
+        engine=eng,
+        cost=fast,
+        router=lambda r, loads, t: 1 if int(str(r.request_id)[1:]) % 50 == 0 else 0,
+    )
+    mine = [r for r in reqs if fleet.assignment[r.request_id] == 0]
+    assert len(mine) == 196
+    assert_same(simulate(mine, engine=eng, cost=fast), fleet.replicas[0])
+    others = [r for r in reqs if fleet.assignment[r.request_id] == 1]
+    assert_same(simulate(others, engine=eng, cost=fast), fleet.replicas[1])
+
+
 # --------------------------------------------------------------------------------------------
 # The vLLM router's cache-aware policy, by hand (cache_threshold 0.3, imbalance when max − min
 # > 2 and max > 1.5 × min): a conversation's second turn shares 60 of its 100 prompt tokens

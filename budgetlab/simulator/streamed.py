@@ -29,6 +29,10 @@ __all__ = ["StreamedCore", "ReplicaLoad"]
 _SENT_ARRAYS = ("prompt", "output")
 _SENT_KEYS = ("shared_tokens", "shared_stream", "tail_stream", "private")
 
+#: The share of its workload a replica's per-request arrays are first sized for, over its
+#: expected share: they grow by half when more come (a router's imbalance, session affinity).
+FIRST_SIZE_SLACK = 1.05
+
 
 class ReplicaLoad:
     """A replica's scheduler counts, as its engine would report them after its last step
@@ -77,6 +81,7 @@ class StreamedCore:
             whole.table, whole.order, whole.time_origin_s, whole.arrival_at_s, engine, num_blocks, block_keys
         )
         self._rows: list[int] = []  # the workload's arrival positions sent here, in order
+        self._fills: dict[str, Any] = {}  # per-request array -> an unsent request's entry (made in _start)
         self._origin_s = math.nan  # this replica's clock: its first request's arrival
         self._driver: CoreDriver | None = None
 
@@ -106,19 +111,20 @@ class StreamedCore:
         return finished + self._origin_s if self._origin_s != 0.0 else finished.copy()
 
     def _start(self, first_arrival_s: float) -> CoreDriver:
-        """The core, made when the first request comes (its clock starts then): the whole
-        workload's arrays, emptied of requests, filled as they are sent."""
+        """The core, made when the first request comes (its clock starts then): its per-request
+        arrays sized for its share of the workload (grown in :meth:`send` when more come),
+        empty, filled as requests are sent."""
         count = len(self._whole.order)
         core = new_core(
             self._whole, self.deployment.cost, streamed=True, record_requests=math.ceil(count * self._share)
         )
-        fresh: dict[str, Any] = {"arrival": np.zeros(len(self._whole.order))}
-        for name in (*_SENT_ARRAYS, *(_SENT_KEYS if self._key_arrays is not None else ())):
-            fresh[name] = np.zeros_like(getattr(core, name))
-        if len(core.priority):
-            fresh["priority"] = np.zeros_like(core.priority)
+        size = min(count, math.ceil(count * self._share * FIRST_SIZE_SLACK) + 8)
+        sent = {"arrival", *_SENT_ARRAYS, "priority", *_SENT_KEYS}
+        for name, values in core._asdict().items():
+            if isinstance(values, np.ndarray) and values.ndim == 1 and len(values) == count and name != "waiting":
+                self._fills[name] = values.dtype.type(0) if name in sent else values[0]
         self._origin_s = first_arrival_s
-        core = core._replace(**fresh)
+        core = _with_room(core, 0, size, self._fills)
         core.n[cs.N_STOP_ON_FINISH] = int(self._stop_on_finish)
         return CoreDriver(self._whole, self.deployment.cost, core)
 
@@ -133,6 +139,9 @@ class StreamedCore:
             self._driver = self._start(absolute_arrival_s)
         core, whole = self._driver.core, self._whole
         k = len(self._rows)
+        if k == len(core.arrival):  # more than the share it was sized for: half as much room again
+            core = _with_room(core, k, min(len(whole.order), k + max(1, k // 2)), self._fills)
+            self._driver.core = core
         core.arrival[k] = self._clock(absolute_arrival_s)
         core.prompt[k] = whole.table.prompt_tokens[whole.order[position]]
         core.output[k] = whole.table.output_tokens[whole.order[position]]
@@ -221,6 +230,26 @@ _PER_REQUEST = (
     "prefix_hit",
     "recompute_hit",
 )
+
+
+def _with_room(core: cs.CoreState, count: int, size: int, fills: dict[str, Any]) -> cs.CoreState:
+    """``core`` with its per-request arrays (``fills``: each one's unsent value) holding
+    ``size`` requests, the first ``count`` kept, and its waiting queue room for as many: the
+    FCFS ring laid out again from its head, the priority heap kept as it is."""
+    room: dict[str, Any] = {}
+    for name, fill in fills.items():
+        values = getattr(core, name)
+        room[name] = np.full(size, fill, dtype=values.dtype)
+        room[name][:count] = values[:count]
+    waiting = np.zeros(size + 1, dtype=core.waiting.dtype)
+    n = core.n
+    if core.cfg_priority:  # a heap in waiting[:n[N_HEAP]]
+        waiting[: n[cs.N_HEAP]] = core.waiting[: n[cs.N_HEAP]]
+    else:  # a ring from n[N_WAIT_HEAD]
+        queued = (n[cs.N_WAIT_HEAD] + np.arange(n[cs.N_WAITING])) % len(core.waiting)
+        waiting[: n[cs.N_WAITING]] = core.waiting[queued]
+        n[cs.N_WAIT_HEAD] = 0
+    return core._replace(**room, waiting=waiting)
 
 
 def _trimmed(core: cs.CoreState, count: int) -> cs.CoreState:
