@@ -20,6 +20,7 @@ from test_simulator_properties import scenarios
 
 from budgetlab import (
     CalibratedCost,
+    ClosedLoopClients,
     ConstantCost,
     EngineConfig,
     FleetResult,
@@ -35,6 +36,7 @@ from budgetlab import (
 )
 from budgetlab.errors import ConfigError
 from budgetlab.fleet import ReplicaLoad, RoutedRequest
+from budgetlab.simulator import core_state as cs
 
 from sim_modes import assert_same
 
@@ -388,3 +390,27 @@ def test_the_fleets_requests_are_every_replicas_on_the_fleets_clock():
         mine = table[table.replica == index].set_index("request_id")
         theirs = result.requests.set_index("request_id").loc[mine.index]
         assert mine.ttft_s.tolist() == theirs.ttft_s.tolist()
+
+
+@pytest.mark.parametrize("priority", [False, True])
+@pytest.mark.parametrize("count", sorted({3, 9, 10, 11, cs.N_SLOTS, cs.T_SLOTS, 601}))
+def test_workloads_the_size_of_other_core_arrays_run_as_alone(count, priority):
+    """A workload of as many requests as another core array has entries (the counters, the
+    clock, max_num_seqs + 1 and + 2 slots, the pool + 1) is no different: each replica, and a
+    closed loop, is still the simulation of its requests alone."""
+    eng = dataclasses.replace(
+        EngineConfig(max_num_batched_tokens=256, max_num_seqs=8, num_kv_blocks=600),
+        scheduling_policy="priority" if priority else "fcfs",
+    )
+    reqs = [
+        Request(f"s{i}", 0.01 * i, 40 + (29 * i) % 300, 1 + (13 * i) % 30, prefix_id=f"p{i % 4}", prefix_tokens=16,
+                priority=i % 3)
+        for i in range(count)
+    ]  # fmt: skip
+    for replicas in (1, 2):
+        fleet = simulate_fleet(reqs, replicas=replicas, engine=eng, cost=STEP, router="round_robin")
+        for index, result in enumerate(fleet.replicas):
+            share = [r for r in reqs if fleet.assignment[r.request_id] == index]
+            assert_same(simulate(share, engine=eng, cost=STEP), result)
+    clients = simulate(ClosedLoopClients(concurrency=3, requests=reqs), engine=eng, cost=STEP)
+    assert clients.summary()["num_requests"] == count

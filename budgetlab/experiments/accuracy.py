@@ -40,7 +40,7 @@ import pandas as pd
 from budgetlab.experiments.progress import ProgressSpec
 from budgetlab.experiments.serving_runs import BOUNDS, ServingRunsCheck, check_serving_runs, default_runs_path
 
-__all__ = ["METRICS", "accuracy_summary", "format_accuracy", "real_runs_accuracy"]
+__all__ = ["METRICS", "accuracy_summary", "error_row", "format_accuracy", "real_runs_accuracy"]
 
 METRICS: dict[str, str] = {"ttft_mean_s": "TTFT mean", "tpot_s": "per-token time", "e2e_mean_s": "E2E mean"}
 """The compared metrics (``ServingRunsCheck.table``'s ``<metric>_error`` columns) and their labels."""
@@ -82,20 +82,7 @@ def accuracy_summary(check: ServingRunsCheck | pd.DataFrame) -> pd.DataFrame:
     steady = table[~table.overloaded_measured.astype(bool)]
     rows: list[dict[str, object]] = []
     for metric, label in METRICS.items():
-        errors = steady[f"{metric}_error"].abs().to_numpy(dtype=float)
-        some = errors.size > 0
-        rows.append(
-            {
-                "metric": metric,
-                "label": label,
-                "runs": int(errors.size),
-                "median_abs_error": float(np.median(errors)) if some else math.nan,
-                "p90_abs_error": float(np.percentile(errors, 90)) if some else math.nan,
-                "max_abs_error": float(errors.max()) if some else math.nan,
-                "bound": BOUNDS[metric],
-                "within": int((errors <= BOUNDS[metric]).sum()),
-            }
-        )
+        rows.append(error_row(metric, label, steady[f"{metric}_error"].to_numpy(dtype=float), BOUNDS[metric]))
     agree = table.overloaded_measured.astype(bool) == table.overloaded_predicted.astype(bool)
     rows.append(
         {
@@ -110,6 +97,32 @@ def accuracy_summary(check: ServingRunsCheck | pd.DataFrame) -> pd.DataFrame:
         }
     )
     return pd.DataFrame(rows, columns=_COLUMNS).set_index("metric")
+
+
+def error_row(metric: str, label: str, errors: np.ndarray, bound: float) -> dict[str, object]:
+    """One metric's row of an accuracy table: how many runs (``errors``: ``predicted / measured
+    − 1`` per run, NaN where a run has no measurement, left out), the median, P90 and largest
+    absolute error, the ``bound`` and how many runs are within it.
+
+    Examples
+    --------
+    >>> row = error_row("tpot_s", "TPOT", np.array([0.1, -0.3, np.nan]), 0.15)
+    >>> row["runs"], row["median_abs_error"], row["within"]
+    (2, 0.2, 1)
+    """
+    values = np.abs(np.asarray(errors, dtype=float))
+    values = values[~np.isnan(values)]
+    some = values.size > 0
+    return {
+        "metric": metric,
+        "label": label,
+        "runs": int(values.size),
+        "median_abs_error": float(np.median(values)) if some else math.nan,
+        "p90_abs_error": float(np.percentile(values, 90)) if some else math.nan,
+        "max_abs_error": float(values.max()) if some else math.nan,
+        "bound": bound,
+        "within": int((values <= bound).sum()),
+    }
 
 
 def format_accuracy(summary: pd.DataFrame) -> str:

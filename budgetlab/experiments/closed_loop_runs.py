@@ -70,7 +70,7 @@ import pandas as pd
 
 from budgetlab.catalog import data_path
 from budgetlab.cost.calibrated import CalibratedCost
-from budgetlab.errors import DataFormatError
+from budgetlab.errors import DataFormatError, ParameterError
 from budgetlab.experiments.progress import ProgressSpec, progress_reporter
 from budgetlab.experiments.published import read_published_csv
 from budgetlab.experiments.serving_runs import gpu_from_name, model_from_checkpoint
@@ -244,7 +244,7 @@ class ClosedLoopRunsCheck:
     Attributes
     ----------
     table : pandas.DataFrame
-        ``run``, ``model``, ``hardware``, ``tp``, ``concurrency``, ``kv_groups`` (``"hybrid"``, or
+        ``run``, ``model``, ``hardware``, ``tp``, ``concurrency``, ``kv_groups`` (``"as vLLM"``, or
         ``"full (pool never fills)"`` for a hybrid model run as one group); for each metric of
         :data:`MEASURED` ``<metric>_measured`` (NaN where the run publishes none),
         ``<metric>_predicted`` (the mean over the seeds) and ``<metric>_error``
@@ -258,24 +258,27 @@ class ClosedLoopRunsCheck:
     @property
     def accuracy(self) -> pd.DataFrame:
         """Per metric: runs compared, median / P90 / largest absolute error, the tolerance
-        (:data:`TOLERANCES`) and the runs within it."""
-        rows = []
-        for metric, label in MEASURED.items():
-            errors = self.table[f"{metric}_error"].dropna().abs()
-            bound = TOLERANCES[metric]
-            rows.append(
-                {
-                    "metric": metric,
-                    "label": label,
-                    "runs": len(errors),
-                    "median_abs_error": float(errors.median()) if len(errors) else math.nan,
-                    "p90_abs_error": float(np.percentile(errors, 90)) if len(errors) else math.nan,
-                    "max_abs_error": float(errors.max()) if len(errors) else math.nan,
-                    "bound": bound,
-                    "within": int((errors <= bound).sum()),
-                }
-            )
+        (:data:`TOLERANCES`) and the runs within it (:func:`budgetlab.experiments.accuracy.error_row`)."""
+        from budgetlab.experiments.accuracy import error_row
+
+        rows = [
+            error_row(metric, label, self.table[f"{metric}_error"].to_numpy(dtype=float), TOLERANCES[metric])
+            for metric, label in MEASURED.items()
+        ]
         return pd.DataFrame(rows).set_index("metric")
+
+
+def _setting(row: pd.Series) -> tuple[HardwareSpec, ModelSpec, EngineConfig]:
+    """The run's GPU, model and engine, refused (``DataFormatError``) where a hybrid model's
+    KV pool could fill (the groups would then matter: :func:`pool_never_fills`)."""
+    gpu, llm = gpu_from_name(str(row["gpu"])), model_from_checkpoint(str(row["model"]))
+    engine = run_engine(row, gpu, llm)
+    if engine.kv_groups is not None and not pool_never_fills(row, gpu, llm):
+        raise DataFormatError(
+            f"run {row['run']}: {llm.slug}'s KV pool could fill at {row['concurrency']} clients, so its hybrid "
+            "KV-cache groups would change what is scheduled, and closed-loop clients run on one group"
+        )
+    return gpu, llm, engine
 
 
 CostBuilder = Callable[[HardwareSpec, ModelSpec, EngineConfig], CalibratedCost]
@@ -333,25 +336,21 @@ def check_closed_loop_runs(
 
     Raises
     ------
+    ParameterError
+        ``seeds`` empty.
     DataFormatError
         A row's GPU or model is not in the catalog, a number is malformed, or a hybrid
         model's KV pool could fill (the groups would then matter: :func:`pool_never_fills`).
     """
     frame = runs if isinstance(runs, pd.DataFrame) else read_closed_loop_runs(runs)
     if not seeds:
-        raise DataFormatError("seeds is empty: give at least one seed")
+        raise ParameterError("seeds is empty: give at least one seed")
     reporter = progress_reporter(progress, "budgetlab closed-loop runs")
     reporter.update(0, len(frame))
     rows = []
     for _, row in frame.iterrows():
-        gpu, llm = gpu_from_name(str(row["gpu"])), model_from_checkpoint(str(row["model"]))
-        engine = run_engine(row, gpu, llm)
+        gpu, llm, engine = _setting(row)
         hybrid = engine.kv_groups is not None
-        if hybrid and not pool_never_fills(row, gpu, llm):
-            raise DataFormatError(
-                f"run {row['run']}: {llm.slug}'s KV pool could fill at {row['concurrency']} clients, so its hybrid "
-                "KV-cache groups would change what is scheduled, and closed-loop clients run on one group"
-            )
         predicted = pd.DataFrame([_predict(row, gpu, llm, engine, seed, cost or typical_cost) for seed in seeds]).mean()
         entry: dict[str, object] = {
             "run": row["run"],
@@ -435,8 +434,10 @@ def fit_closed_loop_runs(
 
     Raises
     ------
+    ParameterError
+        An unknown or repeated parameter.
     DataFormatError
-        An unknown or repeated parameter, or too few runs with a measured TPOT.
+        Too few runs with a measured TPOT; a run :func:`check_closed_loop_runs` refuses.
     """
     from scipy.optimize import least_squares
 
@@ -447,13 +448,10 @@ def fit_closed_loop_runs(
     frame = frame[frame["tpot_ms"].notna()]
     names = tuple(fit)
     if not names or len(set(names)) != len(names) or any(name not in FITTABLE for name in names):
-        raise DataFormatError(f"fit must name distinct parameters from {', '.join(FITTABLE)}; got {list(names)}")
+        raise ParameterError(f"fit must name distinct parameters from {', '.join(FITTABLE)}; got {list(names)}")
     if len(frame) < len(names):
         raise DataFormatError(f"{len(frame)} runs with a measured TPOT cannot fit {len(names)} parameters")
-    settings = []
-    for _, row in frame.iterrows():
-        gpu, llm = gpu_from_name(str(row["gpu"])), model_from_checkpoint(str(row["model"]))
-        settings.append((row, gpu, llm, run_engine(row, gpu, llm)))
+    settings = [(row, *_setting(row)) for _, row in frame.iterrows()]
     scales = np.array([FITTABLE[name].scale for name in names])
 
     def residuals(x: np.ndarray) -> np.ndarray:

@@ -109,14 +109,17 @@ class SharedWorkloads:
 
 class ShippingExecutor(cf.Executor):
     """An executor that sends each distinct workload once (:class:`SharedWorkloads` over
-    ``send``) and submits every call without it: a subclass says how to send
-    (:meth:`_send`) and how to submit (:meth:`_submit_light`); :meth:`_close` frees what it
-    made. :attr:`num_shared` counts the workloads sent."""
+    :meth:`_send`) and submits every call without it (:meth:`_submit_light`); :meth:`_close`
+    frees what it made. :attr:`num_shared` counts the workloads sent.
 
-    _name = "executor"
+    :meth:`shutdown` works as :meth:`concurrent.futures.Executor.shutdown` says: it refuses new
+    calls, cancels the pending ones with ``cancel_futures=True``, waits for the submitted calls
+    with ``wait=True`` (the default), then frees the cluster it made (without ``wait``, what
+    still runs there is lost) and the workloads it sent (they stay on the cluster until then)."""
 
     def __init__(self) -> None:
         self._shared = SharedWorkloads(self._send)
+        self._pending: set[cf.Future[Any]] = set()
         self._closed = False
 
     def _send(self, workload: SweepWorkload) -> Any:
@@ -139,9 +142,17 @@ class ShippingExecutor(cf.Executor):
         if self._closed:
             raise RuntimeError(f"cannot submit to a {type(self).__name__} after shutdown")
         light, handles = self._shared.split(args)
-        return self._submit_light(fn, light, handles, kwargs)
+        future = self._submit_light(fn, light, handles, kwargs)
+        self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
+        return future
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._closed = True
-        self._shared.clear()
+        if cancel_futures:
+            for future in list(self._pending):
+                future.cancel()
+        if wait:
+            cf.wait(list(self._pending))
         self._close(wait)
+        self._shared.clear()

@@ -31,7 +31,7 @@ from numba.core import types as nb_types
 from numba.core.datamodel import models as nb_models
 from numba.extending import intrinsic, register_model
 
-__all__ = ["CoreState", "BLOCK_BITS", "RUN_FIELDS", "STEP_INT_FIELDS", "borrow"]
+__all__ = ["CoreState", "BLOCK_BITS", "RUN_FIELDS", "STEP_INT_FIELDS", "PER_REQUEST_FIELDS", "borrow"]
 
 #: A block key is ``stream << BLOCK_BITS | block index`` (:class:`~.blocks.BlockKeys`).
 BLOCK_BITS = 32
@@ -139,6 +139,17 @@ AFTER_DECODES = 1 << 30
 #: steps: some 30 million requests of a conversation trace) the run stops (``TOO_LONG``) before
 #: its next step; the step or run of steps taken last adds far fewer than the 2^30 more int32 holds.
 MAX_RECORDED = AFTER_DECODES
+
+
+#: The fields of :class:`CoreState` holding one entry per request (arrival order); ``priority``
+#: is empty without the priority policy, the last seven without prefix caching. The waiting
+#: queue (one more entry: the FCFS ring's spare slot) is not among them.
+PER_REQUEST_FIELDS = (
+    "arrival", "prompt", "output", "priority", "computed", "generated", "num_preemptions", "recomputing",
+    "last_token_at", "max_gap", "first_token_at", "finished_at", "first_scheduled_at", "prefix_hit",
+    "recompute_hit", "seq", "open_run", "flags",
+    "row_of", "num_cached", "num_entered", "shared_tokens", "shared_stream", "tail_stream", "private",
+)  # fmt: skip
 
 
 class CoreState(NamedTuple):

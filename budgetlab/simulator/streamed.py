@@ -120,8 +120,10 @@ class StreamedCore:
         )
         size = min(count, math.ceil(count * self._share * FIRST_SIZE_SLACK) + 8)
         sent = {"arrival", *_SENT_ARRAYS, "priority", *_SENT_KEYS}
-        for name, values in core._asdict().items():
-            if isinstance(values, np.ndarray) and values.ndim == 1 and len(values) == count and name != "waiting":
+        for name in cs.PER_REQUEST_FIELDS:
+            values = getattr(core, name)
+            if len(values):  # empty: not used by this engine (priority, the prefix cache's)
+                assert len(values) == count, name
                 self._fills[name] = values.dtype.type(0) if name in sent else values[0]
         self._origin_s = first_arrival_s
         core = _with_room(core, 0, size, self._fills)
