@@ -73,10 +73,10 @@ from budgetlab.cost.calibrated import CalibratedCost
 from budgetlab.errors import DataFormatError, ParameterError
 from budgetlab.experiments.progress import ProgressSpec, progress_reporter
 from budgetlab.experiments.published import read_published_csv
-from budgetlab.experiments.serving_runs import gpu_from_name, model_from_checkpoint
+from budgetlab.experiments.serving_runs import _int_cell, gpu_from_name, model_from_checkpoint, run_knobs
 from budgetlab.memory.kv_specs import scheduler_kv_groups
 from budgetlab.memory.pool import ceil_blocks, num_kv_blocks
-from budgetlab.serving.overhead import ServingOverhead, client_requests
+from budgetlab.serving.overhead import ServingOverhead, client_metrics, client_requests
 from budgetlab.simulator import simulate
 from budgetlab.specs import EngineConfig, HardwareSpec, ModelSpec, Request
 from budgetlab.workload.closed_loop import ClosedLoopClients
@@ -119,7 +119,6 @@ _NEEDED = (
     "run", "gpu", "model", "tp", "max_num_seqs", "input_len", "output_len", "range_ratio", "num_prompts",
     "concurrency", "source",
 )  # fmt: skip
-_KNOBS = ("max_num_batched_tokens", "max_model_len", "max_cudagraph_capture_size")
 
 
 def default_runs_path() -> Path:
@@ -146,19 +145,20 @@ def read_closed_loop_runs(path: str | os.PathLike[str] | None = None) -> pd.Data
     return frame
 
 
+def _in_run(row: pd.Series, read: Callable[[], Any]) -> Any:
+    """``read()``, its ``DataFormatError`` naming the run."""
+    try:
+        return read()
+    except DataFormatError as exc:
+        raise DataFormatError(f"run {row['run']}: {exc}") from None
+
+
 def _whole(row: pd.Series, column: str) -> int:
     """A cell holding a whole number > 0 (``DataFormatError`` naming the run otherwise)."""
-    value = row[column]
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = math.nan
-    if not (math.isfinite(number) and number.is_integer() and number > 0):
-        raise DataFormatError(f"run {row['run']}: {column} {value!r} is not a whole number > 0")
-    return int(number)
-
-
-_SWITCH = {"true": True, "1": True, "false": False, "0": False}
+    value = _in_run(row, lambda: _int_cell(row, column))
+    if value is None:
+        raise DataFormatError(f"run {row['run']}: {column} is blank; write a whole number > 0")
+    return int(value)
 
 
 def run_lengths(row: pd.Series, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -194,24 +194,10 @@ def run_clients(row: pd.Series, seed: int = 0) -> ClosedLoopClients:
 
 
 def _knobs(row: pd.Series) -> dict[str, object]:
-    """The engine knobs the run set (blank cells left at vLLM's defaults)."""
-    changes: dict[str, object] = {
-        "tensor_parallel_size": _whole(row, "tp"),
-        "max_num_seqs": _whole(row, "max_num_seqs"),
-    }
-    for knob in _KNOBS:
-        if knob in row and not pd.isna(row[knob]):
-            changes[knob] = _whole(row, knob)
-    if "gpu_memory_utilization" in row and not pd.isna(row["gpu_memory_utilization"]):
-        changes["gpu_memory_utilization"] = float(row["gpu_memory_utilization"])
-    if "enable_prefix_caching" in row and not pd.isna(row["enable_prefix_caching"]):
-        switch = str(row["enable_prefix_caching"]).strip().lower()
-        if switch not in _SWITCH:
-            raise DataFormatError(f"run {row['run']}: enable_prefix_caching {switch!r} is not true or false")
-        changes["enable_prefix_caching"] = _SWITCH[switch]
-    if "quantization" in row and not pd.isna(row["quantization"]):
-        changes["quantization"] = str(row["quantization"])
-    return changes
+    """The engine knobs the run set (:func:`~budgetlab.experiments.serving_runs.run_knobs`;
+    ``max_num_seqs`` required: the clients are sized by it), blank cells at vLLM's defaults."""
+    _whole(row, "max_num_seqs")
+    return dict(_in_run(row, lambda: run_knobs(row)))
 
 
 def run_engine(row: pd.Series, hardware: HardwareSpec, model: ModelSpec) -> EngineConfig:
@@ -296,18 +282,15 @@ def _predict(
     cost = build(gpu, llm, engine)
     result = simulate(run_clients(row, seed), engine=engine, hardware=gpu, model=llm, cost=cost)
     client = client_requests(result, ServingOverhead.vllm())
-    output = client.output_tokens.to_numpy(dtype=float)
-    prompt = client.prompt_tokens.to_numpy(dtype=float)
-    ttft, e2e = client.ttft_s.to_numpy(), client.e2e_s.to_numpy()
-    start = client.start_s.to_numpy()
-    duration = float((start + e2e).max() - start.min())
-    tpot = (e2e - ttft)[output > 1] / (output[output > 1] - 1)
+    metrics = client_metrics(client)  # as vllm bench serve summarizes a run
+    output, prompt = float(client.output_tokens.sum()), float(client.prompt_tokens.sum())
+    output_per_s = metrics["output_throughput_tokens_per_s"]
     return {
-        "output_tokens_per_s": float(output.sum()) / duration,
-        "total_tokens_per_s_per_gpu": float(output.sum() + prompt.sum()) / duration / engine.tensor_parallel_size,
-        "tpot_ms": float(tpot.mean()) * 1e3,
-        "e2e_s": float(e2e.mean()),
-        "ttft_mean_s": float(ttft.mean()),
+        "output_tokens_per_s": output_per_s,
+        "total_tokens_per_s_per_gpu": output_per_s * (output + prompt) / output / engine.tensor_parallel_size,
+        "tpot_ms": metrics["tpot_mean_s"] * 1e3,
+        "e2e_s": metrics["e2e_mean_s"],
+        "ttft_mean_s": metrics["ttft_mean_s"],
         "num_preemptions": float(result.requests.num_preemptions.sum()),
     }
 

@@ -29,9 +29,11 @@ Any file in that format is checked the same way, on any GPU and model the catalo
   ``.../owner/name`` path);
 * ``gpu`` is a GPU as people and tools write it (``H100 SXM``, ``NVIDIA H100 80GB HBM3``,
   ``A100-SXM4-80GB``, ``1x A100 80G``), found by :func:`gpu_from_name`;
-* ``max_num_batched_tokens``, ``max_num_seqs`` and ``max_model_len`` may be absent or blank:
-  vLLM's default for the GPU then (:meth:`EngineConfig.vllm_defaults`; no length limit for
-  ``max_model_len``); an optional ``gpu_memory_utilization`` column is used when present.
+* ``max_num_batched_tokens``, ``max_num_seqs``, ``max_model_len`` and
+  ``max_cudagraph_capture_size`` may be absent or blank: vLLM's default for the GPU then
+  (:meth:`EngineConfig.vllm_defaults`; no length limit for ``max_model_len``); optional
+  ``gpu_memory_utilization``, ``enable_prefix_caching`` (``true``/``false``) and
+  ``quantization`` columns are used when present (:func:`run_knobs`).
 
 The published runs are few: the error table is a check of the model, not a fit to it.
 :attr:`ServingRunsCheck.accuracy` states it as BLIS does (:mod:`budgetlab.experiments.accuracy`).
@@ -68,6 +70,7 @@ __all__ = [
     "default_runs_path",
     "read_serving_runs",
     "run_requests",
+    "run_knobs",
     "run_engine",
     "check_serving_runs",
     "BOUNDS",
@@ -87,7 +90,7 @@ _NEEDED = (
     "model", "tp", "system_prompt_len", "num_unique_system_prompts", "requested_rate_per_s", "stage_duration_s",
     "num_requests", "num_failures", "prompt_len_mean", "output_len_mean", "ttft_mean_s", "e2e_mean_s", "gpu",
 )  # fmt: skip
-_ENGINE_KNOBS = ("max_num_batched_tokens", "max_num_seqs", "max_model_len")
+_ENGINE_KNOBS = ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "max_cudagraph_capture_size")
 """Optional columns: absent or blank, vLLM's default for the GPU."""
 
 
@@ -287,18 +290,20 @@ def _int_cell(row: pd.Series, column: str) -> int | None:
     return int(number)
 
 
-def run_engine(row: pd.Series, hardware: HardwareSpec | None = None) -> EngineConfig:
-    """The stage's configuration: its knobs and TP, every other field at vLLM's default.
+_SWITCH = {"true": True, "1": True, "false": False, "0": False}
 
-    Parameters
-    ----------
-    row : pandas.Series
-        One row of the file.
-    hardware : HardwareSpec, optional
-        The GPU; default :func:`gpu_from_name` of the row's ``gpu``. A knob whose column is
-        absent or blank takes :meth:`EngineConfig.vllm_defaults` for it (module docstring).
+
+def run_knobs(row: pd.Series) -> dict[str, object]:
+    """The engine knobs a row sets, for :meth:`EngineConfig.vllm_defaults`: ``tp`` (required)
+    as ``tensor_parallel_size``, and each optional knob column present and not blank (module
+    docstring); the others stay at vLLM's defaults.
+
+    Raises
+    ------
+    DataFormatError
+        ``tp`` blank, or a knob not a whole number > 0 (``enable_prefix_caching``: not true or
+        false).
     """
-    gpu = hardware or gpu_from_name(str(row["gpu"]))
     tp = _int_cell(row, "tp")
     if tp is None:
         raise DataFormatError("the tp cell is blank; write the tensor-parallel size")
@@ -310,7 +315,32 @@ def run_engine(row: pd.Series, hardware: HardwareSpec | None = None) -> EngineCo
     utilization = row.get("gpu_memory_utilization")
     if utilization is not None and not pd.isna(utilization):
         changes["gpu_memory_utilization"] = float(utilization)
-    return EngineConfig.vllm_defaults(gpu, **changes)
+    caching = row.get("enable_prefix_caching")
+    if caching is not None and not pd.isna(caching):
+        switch = str(caching).strip().lower()
+        if switch not in _SWITCH:
+            raise DataFormatError(f"enable_prefix_caching {switch!r} is not true or false")
+        changes["enable_prefix_caching"] = _SWITCH[switch]
+    quantization = row.get("quantization")
+    if quantization is not None and not pd.isna(quantization):
+        changes["quantization"] = str(quantization)
+    return changes
+
+
+def run_engine(row: pd.Series, hardware: HardwareSpec | None = None) -> EngineConfig:
+    """The stage's configuration: its knobs and TP (:func:`run_knobs`), every other field at
+    vLLM's default.
+
+    Parameters
+    ----------
+    row : pandas.Series
+        One row of the file.
+    hardware : HardwareSpec, optional
+        The GPU; default :func:`gpu_from_name` of the row's ``gpu``. A knob whose column is
+        absent or blank takes :meth:`EngineConfig.vllm_defaults` for it (module docstring).
+    """
+    gpu = hardware or gpu_from_name(str(row["gpu"]))
+    return EngineConfig.vllm_defaults(gpu, **run_knobs(row))
 
 
 def run_requests(row: pd.Series, *, max_duration_s: float | None = None) -> list[Request]:
