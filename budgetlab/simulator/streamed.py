@@ -13,6 +13,7 @@ before the time it is advanced to, so the sender can decide what comes next from
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -207,31 +208,12 @@ class StreamedCore:
         rows = np.sort(sent)  # the share in input order, as simulate() would be given it ...
         order = np.searchsorted(rows, sent)  # ... and its arrival order
         engine, _, num_blocks, _ = self.deployment
-        core = _trimmed(self._driver.core, len(rows))
+        core = _trimmed(self._driver.core, len(rows), self._fills)
         inputs = CoreInputs(table.subset(rows), order, self._origin_s, core.arrival, engine, num_blocks, None)
         record = core_record(inputs, core)
         return SimResult(
             engine=engine, num_kv_blocks=num_blocks, mode="fast", time_origin_s=record.time_origin_s, _record=record
         )
-
-
-#: The core's per-request arrays (the first ``count`` entries are the replica's requests).
-_PER_REQUEST = (
-    "arrival",
-    "prompt",
-    "output",
-    "computed",
-    "generated",
-    "num_preemptions",
-    "recomputing",
-    "last_token_at",
-    "max_gap",
-    "first_token_at",
-    "finished_at",
-    "first_scheduled_at",
-    "prefix_hit",
-    "recompute_hit",
-)
 
 
 def _with_room(core: cs.CoreState, count: int, size: int, fills: dict[str, Any]) -> cs.CoreState:
@@ -254,6 +236,6 @@ def _with_room(core: cs.CoreState, count: int, size: int, fills: dict[str, Any])
     return core._replace(**room, waiting=waiting)
 
 
-def _trimmed(core: cs.CoreState, count: int) -> cs.CoreState:
-    """``core`` with its per-request arrays cut to the replica's ``count`` requests."""
-    return core._replace(**{name: getattr(core, name)[:count] for name in _PER_REQUEST})
+def _trimmed(core: cs.CoreState, count: int, names: Iterable[str]) -> cs.CoreState:
+    """``core`` with its per-request arrays (``names``) cut to the replica's ``count`` requests."""
+    return core._replace(**{name: getattr(core, name)[:count] for name in names})
